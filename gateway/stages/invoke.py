@@ -1,0 +1,71 @@
+"""Stage 11 — procedure invocation (SI-9, SI-11): the only retry loop, the same execution id
+for every attempt, the gateway-signed actor token forwarded, caller credentials never."""
+
+from __future__ import annotations
+
+import asyncio
+
+from capgate.v1 import types_pb2
+from gateway.audit.events import build
+from gateway.call import Call, Runtime
+from gateway.errors import CapabilityError, Event
+from gateway.upstream.call import call_with_retry
+from gateway.upstream.state import ATTEMPTS_KEY, ExecutionState, state_of
+
+_STATES = {
+    ExecutionState.NOT_STARTED: types_pb2.EXECUTION_STATE_NOT_STARTED,
+    ExecutionState.COMPLETED: types_pb2.EXECUTION_STATE_COMPLETED,
+    ExecutionState.UNKNOWN: types_pb2.EXECUTION_STATE_UNKNOWN,
+}
+
+
+def forwarded_metadata(call: Call, rt: Runtime) -> list[tuple[str, str]]:
+    assert call.prepared is not None and call.actor is not None
+    cap = call.prepared.capability
+    md = [
+        ("x-capgate-execution-id", call.execution_id),
+        ("x-capgate-capability", cap.id),
+        ("x-capgate-surface", call.surface),
+        # The key sent upstream is the caller's, else the execution id (seed 001).
+        ("x-capgate-idempotency-key", call.idempotency_key or call.execution_id),
+    ]
+    if call.correlation_id:
+        md.append(("x-capgate-correlation-id", call.correlation_id))
+    if call.approval is not None:
+        md.append(("x-capgate-approval-id", call.approval.id))
+    if rt.signer is not None:
+        approver = call.approval.decided_by if call.approval is not None else None
+        token = rt.signer.sign(
+            call.actor, upstream=cap.upstream, execution_id=call.execution_id,
+            capability_id=cap.id, surface=call.surface,
+            approval_id=call.approval.id if call.approval is not None else None, approver=approver,
+        )
+        md.append(("x-capgate-actor-token", token))
+    if call.traceparent:
+        md.append(("traceparent", call.traceparent))
+    return md
+
+
+async def invoke_procedure(call: Call, rt: Runtime) -> None:
+    assert call.prepared is not None
+    prepared = call.prepared
+    metadata = forwarded_metadata(call, rt)
+
+    async def on_retry(attempt: int, err: CapabilityError) -> None:
+        call.attempts = attempt
+        rt.audit.emit(build(Event.RETRIED, call, rt.wall(), attempt=attempt, code=err.code.value))
+
+    call.state = types_pb2.EXECUTION_STATE_UNKNOWN  # from here on the effect may have happened
+    try:
+        output, attempts = await call_with_retry(
+            prepared.upstream_call, call.input, metadata=metadata,
+            capability=prepared.capability, deadline=call.deadline, clock=rt.monotonic,
+            sleep=rt.sleep or asyncio.sleep, jitter=rt.jitter, on_retry=on_retry,
+        )
+    except CapabilityError as err:
+        call.attempts = max(call.attempts, int(err.details.get(ATTEMPTS_KEY, 1)))  # type: ignore[call-overload]
+        call.state = _STATES[state_of(err)]
+        raise
+    call.attempts = attempts
+    call.state = types_pb2.EXECUTION_STATE_COMPLETED
+    call.output = output

@@ -1,0 +1,159 @@
+"""YAML documents as plain values plus the file position of every node.
+
+PyYAML's composer keeps marks on nodes; we walk the node tree once, build plain values
+with the safe constructor and remember where each value (and each mapping key) starts,
+so that schema and CEL errors can point at `file:line:column`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from yaml.constructor import SafeConstructor
+
+from policy.errors import LoadIssue
+
+__all__ = ["Located", "ScalarSite", "YamlPath", "parse_documents"]
+
+YamlPath = tuple[str | int, ...]
+_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+@dataclass(frozen=True, slots=True)
+class ScalarSite:
+    """Where a scalar's text starts, and whether offsets inside it map back exactly.
+
+    `block` scalars (`|`) keep their lines: expression line k sits on file line
+    `line + k - 1`. Single-line scalars map columns exactly when the source spells the
+    value verbatim (no escapes). Other styles only locate the scalar's start.
+    """
+
+    line: int
+    column: int
+    block: bool
+    exact: bool
+
+    def locate(self, expr_line: int, expr_column: int) -> tuple[int, int, bool]:
+        """File (line, column) of a 1-based position inside the scalar's value."""
+        if self.block:
+            return self.line + expr_line - 1, self.column + expr_column - 1, True
+        if self.exact and expr_line == 1:
+            return self.line, self.column + expr_column - 1, True
+        return self.line, self.column, False
+
+
+@dataclass(slots=True)
+class Located:
+    """One YAML document: its value and where each path in it came from (1-based)."""
+
+    value: Any
+    positions: dict[YamlPath, tuple[int, int]] = field(default_factory=dict)
+    key_positions: dict[YamlPath, tuple[int, int]] = field(default_factory=dict)
+    sites: dict[YamlPath, ScalarSite] = field(default_factory=dict)
+
+    def position(self, path: YamlPath) -> tuple[int, int]:
+        """The position of `path`, or of its nearest ancestor that has one."""
+        for cut in range(len(path), -1, -1):
+            found = self.positions.get(path[:cut])
+            if found is not None:
+                return found
+        return (1, 1)
+
+    def key_position(self, path: YamlPath) -> tuple[int, int]:
+        """Where the mapping key of `path` is written (falls back to the value)."""
+        return self.key_positions.get(path) or self.position(path)
+
+
+def parse_documents(path: str, text: str) -> tuple[list[Located], list[LoadIssue]]:
+    """Every document of a YAML stream, or the syntax issues that stopped parsing."""
+    try:
+        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        problem = " ".join(p for p in (exc.context, exc.problem) if p) or "invalid YAML"
+        return [], [LoadIssue(path, line, column, None, None, f"YAML syntax error: {problem}")]
+    except yaml.YAMLError as exc:
+        return [], [LoadIssue(path, 1, 1, None, None, f"YAML error: {exc}")]
+    walker = _Walker(path, text.splitlines())
+    docs = [walker.document(node) for node in nodes if node is not None]
+    return docs, walker.issues
+
+
+class _Walker:
+    def __init__(self, path: str, lines: list[str]) -> None:
+        self.path = path
+        self.lines = lines
+        self.issues: list[LoadIssue] = []
+        self.constructor = SafeConstructor()
+
+    def document(self, node: yaml.Node) -> Located:
+        doc = Located(value=None)
+        doc.value = self._value(node, (), doc, frozenset())
+        return doc
+
+    def _issue(self, node: yaml.Node, message: str) -> None:
+        mark = node.start_mark
+        self.issues.append(LoadIssue(self.path, mark.line + 1, mark.column + 1, None, None, message))
+
+    def _value(self, node: yaml.Node, path: YamlPath, doc: Located, seen: frozenset[int]) -> Any:
+        doc.positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+        if id(node) in seen:
+            self._issue(node, "recursive YAML aliases are not supported")
+            return None
+        if isinstance(node, yaml.ScalarNode):
+            doc.sites[path] = self._site(node)
+            if node.tag == _TIMESTAMP_TAG:
+                return node.value  # timestamps stay text; CEL spells them timestamp('...')
+            return self.constructor.construct_object(node, deep=True)
+        inner = seen | {id(node)}
+        if isinstance(node, yaml.SequenceNode):
+            return [self._value(item, (*path, i), doc, inner) for i, item in enumerate(node.value)]
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, path, doc, inner)
+        self._issue(node, "unsupported YAML node")
+        return None
+
+    def _mapping(
+        self, node: yaml.MappingNode, path: YamlPath, doc: Located, seen: frozenset[int]
+    ) -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG:
+                self._issue(key_node, "YAML merge keys (<<) are not supported")
+                continue
+            if not isinstance(key_node, yaml.ScalarNode):
+                self._issue(key_node, "mapping keys must be plain scalars")
+                continue
+            key = self.constructor.construct_object(key_node)
+            if isinstance(key, int | float | bool) or key is None:
+                key = key_node.value
+            if key in out:
+                self._issue(key_node, f"duplicate key {key!r}")
+                continue
+            child = (*path, key)
+            doc.key_positions[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            out[key] = self._value(value_node, child, doc, seen)
+        return out
+
+    def _site(self, node: yaml.ScalarNode) -> ScalarSite:
+        start, end = node.start_mark, node.end_mark
+        if node.style == "|":
+            first, indent = self._block_body(start.line + 1)
+            return ScalarSite(first + 1, indent + 1, block=True, exact=True)
+        quoted = node.style in {"'", '"'}
+        single_line = start.line == end.line
+        spelled = end.column - start.column - (2 if quoted else 0)
+        exact = single_line and node.style in {None, "'", '"'} and spelled == len(node.value)
+        return ScalarSite(start.line + 1, start.column + 1 + int(quoted), block=False, exact=exact)
+
+    def _block_body(self, line: int) -> tuple[int, int]:
+        """First line of a block scalar's body (0-based) and its indentation."""
+        for index in range(line, len(self.lines)):
+            text = self.lines[index]
+            if text.strip():
+                return line, len(text) - len(text.lstrip(" "))
+        return line, 0
