@@ -51,6 +51,7 @@ _UNAVAILABLE: Final[tuple[type[BaseException], ...]] = (
     rexc.TryAgainError,
     rexc.MasterDownError,
     rexc.MaxConnectionsError,
+    rexc.OutOfMemoryError,  # maxmemory reached: writes are refused until memory frees up
     OSError,
 )
 
@@ -125,10 +126,13 @@ def _sentinel(target: _Target, tls: bool) -> Redis:
         "socket_connect_timeout": CONNECT_TIMEOUT_S,
         "socket_timeout": OPERATION_TIMEOUT_S,
     }
-    sentinel = Sentinel(list(target.hosts), sentinel_kwargs=sentinel_kwargs, **_common())
-    return sentinel.master_for(
+    sentinel = Sentinel(  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+        list(target.hosts), sentinel_kwargs=sentinel_kwargs, **_common()
+    )
+    master: Redis = sentinel.master_for(
         service, db=db, username=target.username, password=target.password, ssl=tls
     )
+    return master
 
 
 def _cluster(target: _Target, tls: bool) -> RedisCluster:

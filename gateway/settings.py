@@ -17,7 +17,8 @@ class JwtKey:
 
     kid: str
     alg: Literal["HS256", "RS256", "ES256", "EdDSA"]
-    secret: str | None = None  # HS256 only (>= 32 bytes)
+    # HS256 only (>= 32 bytes). repr=False: secrets never reach logs or error text (§12).
+    secret: str | None = field(default=None, repr=False)
     public_key_pem: str | None = None  # RS256 / ES256 / EdDSA
 
 
@@ -96,7 +97,8 @@ class Upstream:
 
 @dataclass(frozen=True, slots=True)
 class RedisSettings:
-    url: str | None = None  # None => embedded private redis-server (demo / single process)
+    # None => embedded private redis-server (demo / single process). May embed a password.
+    url: str | None = field(default=None, repr=False)
     data_dir: str = ".capgate"
     key_prefix: str = "capgate"
 
@@ -125,7 +127,7 @@ class AuditSettings:
     redis_maxlen: int = 100_000
     strict: bool = False
     buffer: int = 10_000
-    hmac_key: str = ""  # input-hash HMAC key; secret
+    hmac_key: str = field(default="", repr=False)  # input-hash HMAC key; secret
     hmac_key_id: str = "k1"
 
 

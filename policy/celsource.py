@@ -35,7 +35,7 @@ def rewrite_const(text: str) -> str:
             i = end
             continue
         string = _STRING_START.match(text, i)
-        if string and (string.start(1) == i or not _IDENT.match(text, string.start(1) + 1)):
+        if string:
             end = _string_end(text, string.end(), string.group(1), "r" in string.group(0).lower())
             out.append(text[i:end])
             i, previous = end, "'"

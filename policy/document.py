@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 DEFAULT_APPROVER_ROLE = "approver"
+_EFFECTS = frozenset(d.label for d in Decision)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,10 +177,20 @@ def read_document(doc: Located, path: str, issues: list[LoadIssue]) -> FileSpec:
 
 @cache
 def _part_validator(part: str) -> jsonschema.Draft202012Validator:
-    """A validator for one part of a policy file, so valid policies load next to bad ones."""
+    """A validator for one part of a file, so that valid parts are checked next to bad ones.
+
+    `policy` checks a policy's own fields but not its rules; `rule` checks one rule.
+    """
     schema = policy_file_schema()
-    target = schema["properties"]["constants"] if part == "constants" else {"$ref": "#/$defs/policy"}
-    return jsonschema.Draft202012Validator({**target, "$defs": schema["$defs"]})
+    defs = schema["$defs"]
+    if part == "constants":
+        target = schema["properties"]["constants"]
+    elif part == "policy":
+        head = defs["policy"]
+        target = {**head, "properties": {**head["properties"], "rules": {"type": "array"}}}
+    else:
+        target = defs[part]
+    return jsonschema.Draft202012Validator({**target, "$defs": defs})
 
 
 def _policy(
@@ -195,6 +206,7 @@ def _policy(
     rules = tuple(
         _rule(doc, path, (*at, "rules", i), name, i, r, phases, issues)
         for i, r in enumerate(raw["rules"])
+        if isinstance(r, dict) and isinstance(r.get("when"), str | bool) and r["when"] != ""
     )
     line, column = doc.position((*at, "name"))
     return PolicySpec(
@@ -229,13 +241,17 @@ def _rule(
 
     when = raw["when"]
     text = ("true" if when else "false") if isinstance(when, bool) else when
-    effect = Decision.from_label(raw["effect"])
+    # A rule with schema errors is still type-checked, so its CEL problems show up too;
+    # the set fails to load either way.
+    label = raw.get("effect")
+    valid_effect = label in _EFFECTS
+    effect = Decision.from_label(label) if valid_effect else Decision.ALLOW
     if effect is Decision.REQUIRE_APPROVAL and phases == (Phase.EXECUTION,):
         issue("effect", "require-approval is not allowed in an execution-only policy")
     approval = None
-    if "approval" in raw:
-        if effect is not Decision.REQUIRE_APPROVAL:
-            issue("approval", f"approval is only allowed with effect require-approval, not {effect.label}")
+    if "approval" in raw and _part_validator("approval").is_valid(raw["approval"]):
+        if valid_effect and effect is not Decision.REQUIRE_APPROVAL:
+            issue("approval", f"approval is only allowed with effect require-approval, not {label}")
         approval = _approval(raw["approval"], issue)
     site = doc.sites[(*at, "when")]
     return RuleSpec(index, ExprSpec(text, path, site, policy, index), effect, raw.get("message"), approval)

@@ -65,6 +65,10 @@ class ApprovalRecord:
     outcome_envelope: bytes | None = field(default=None, repr=False)
     outcome_code: str | None = None
 
+    def __post_init__(self) -> None:
+        # Callers may pass the plain string ("pending"); comparisons below rely on the enum.
+        object.__setattr__(self, "status", Status(self.status))
+
     def expired_at(self, now: float) -> bool:
         """True when the record is past its expiry in a state where expiry applies."""
         return self.status in LIVE and now > self.expires_at
@@ -78,7 +82,7 @@ def verify_input(record: ApprovalRecord) -> bool:
         return False
 
 
-def _actor_json(actor: Actor) -> bytes:
+def actor_json(actor: Actor) -> bytes:
     return orjson.dumps(
         {
             "id": actor.id,
@@ -90,7 +94,7 @@ def _actor_json(actor: Actor) -> bytes:
     )
 
 
-def _actor_from(raw: bytes) -> Actor:
+def actor_from(raw: bytes) -> Actor:
     data = orjson.loads(raw)
     return Actor(
         id=data["id"],
@@ -115,7 +119,7 @@ def to_hash(record: ApprovalRecord) -> dict[str, bytes]:
         "capability_id": record.capability_id.encode(),
         "capability_digest": record.capability_digest.encode(),
         "surface": record.surface.encode(),
-        "requester": _actor_json(record.requester),
+        "requester": actor_json(record.requester),
         "req_iss": record.requester.issuer.encode(),
         "req_id": record.requester.id.encode(),
         "input": orjson.dumps(record.input),
@@ -126,14 +130,14 @@ def to_hash(record: ApprovalRecord) -> dict[str, bytes]:
         "side_effect": record.side_effect.encode(),
         "approver_roles": orjson.dumps(list(record.approver_roles)),
         "message": record.message.encode(),
-        "status": record.status.value.encode(),
+        "status": str(record.status).encode(),
         "created_at": _time(record.created_at),
         "expires_at": _time(record.expires_at),
         "decided_at": b"" if record.decided_at is None else _time(record.decided_at),
-        "decided_by": b"" if decided_by is None else _actor_json(decided_by),
+        "decided_by": b"" if decided_by is None else actor_json(decided_by),
         "dec_iss": b"" if decided_by is None else decided_by.issuer.encode(),
         "dec_id": b"" if decided_by is None else decided_by.id.encode(),
-        "decided_via": b"" if via is None else _actor_json(via),
+        "decided_via": b"" if via is None else actor_json(via),
         "note": record.note.encode(),
         "requesting_execution_id": record.requesting_execution_id.encode(),
         "resumed_execution_id": record.resumed_execution_id.encode(),
@@ -143,15 +147,17 @@ def to_hash(record: ApprovalRecord) -> dict[str, bytes]:
     }
 
 
-def _text(raw: Mapping[bytes, bytes], name: str) -> str:
-    return raw.get(name.encode(), b"").decode()
+def _text(raw: Mapping[Any, Any], name: str) -> str:
+    value: bytes = raw.get(name.encode(), b"")
+    return value.decode()
 
 
-def from_hash(raw: Mapping[bytes, bytes]) -> ApprovalRecord:
+def from_hash(raw: Mapping[Any, Any]) -> ApprovalRecord:
     """Rebuild a record from HGETALL output (bytes keys and values)."""
 
     def blob(name: str) -> bytes:
-        return raw.get(name.encode(), b"")
+        value: bytes = raw.get(name.encode(), b"")
+        return value
 
     decided_at = _text(raw, "decided_at")
     return ApprovalRecord(
@@ -159,7 +165,7 @@ def from_hash(raw: Mapping[bytes, bytes]) -> ApprovalRecord:
         capability_id=_text(raw, "capability_id"),
         capability_digest=_text(raw, "capability_digest"),
         surface=_text(raw, "surface"),
-        requester=_actor_from(blob("requester")),
+        requester=actor_from(blob("requester")),
         input=orjson.loads(blob("input")),
         input_hash=_text(raw, "input_hash"),
         created_at=float(_text(raw, "created_at")),
@@ -172,8 +178,8 @@ def from_hash(raw: Mapping[bytes, bytes]) -> ApprovalRecord:
         message=_text(raw, "message"),
         status=Status(_text(raw, "status")),
         decided_at=float(decided_at) if decided_at else None,
-        decided_by=_actor_from(blob("decided_by")) if blob("decided_by") else None,
-        decided_via=_actor_from(blob("decided_via")) if blob("decided_via") else None,
+        decided_by=actor_from(blob("decided_by")) if blob("decided_by") else None,
+        decided_via=actor_from(blob("decided_via")) if blob("decided_via") else None,
         note=_text(raw, "note"),
         requesting_execution_id=_text(raw, "requesting_execution_id"),
         resumed_execution_id=_text(raw, "resumed_execution_id"),

@@ -1,6 +1,6 @@
 """Caller authentication with a bearer JWT (DESIGN §12 "Listeners and identity", SI-3).
 
-The rules, each pinned by a test in tests/auth/test_jwt.py:
+The rules, each pinned by a test in tests/auth/test_auth_jwt.py:
 - the algorithm is pinned per key; the token's `alg` must equal it and never selects it, so
   `none` and RS256-public-key-as-HS256-secret confusion cannot verify;
 - `jku`, `x5u`, `jwk`, `x5c` are never read (no key ever comes from the token); `crit` is

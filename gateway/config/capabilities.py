@@ -8,6 +8,7 @@ Unknown policy names are left to the policy layer, which owns the policy set.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import fastjsonschema
@@ -139,7 +140,8 @@ def _check_json_schema(ctx: Ctx, schema: Any, parts: PathParts) -> None:
         fastjsonschema.compile(plain(schema))
     except fastjsonschema.JsonSchemaDefinitionException as exc:
         ctx.fail(parts, f"not a valid JSON Schema: {exc}")
-    except (TypeError, ValueError, KeyError, AttributeError):
+    except (TypeError, ValueError, KeyError, AttributeError, re.error):
+        # fastjsonschema trips over some malformed schemas (e.g. a bad regex) with plain errors.
         ctx.fail(parts, "not a valid JSON Schema")
 
 

@@ -6,6 +6,7 @@ accessor here therefore tolerates values of the wrong type (the schema reports t
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,14 @@ class Ctx:
     def fail(self, parts: PathParts, message: str) -> None:
         self.problems.append(problem_at(self.root, parts, message))
 
-    def existing_file(self, node: Any, key: str, parts: PathParts) -> Path | None:
+    def existing_file(self, node: Any, key: str | int, parts: PathParts) -> Path | None:
         """`node[key]` resolved against the config directory; a problem when it does not exist."""
-        value = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            value = node.get(key)
+        elif isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+            value = node[key]
+        else:
+            value = None
         if not isinstance(value, str) or not value:
             return None
         path = resolve(self.base, value)
@@ -58,8 +64,9 @@ def seconds_of(node: Any, key: str) -> float | None:
 
 
 def resolve(base: Path, value: str) -> Path:
-    path = Path(value).expanduser()
-    return path if path.is_absolute() else base / path
+    """`value` against the config directory, normalized lexically: symlinks are not resolved,
+    so a path inside a Kubernetes ConfigMap keeps following its `..data` swaps."""
+    return Path(os.path.normpath(base / Path(value).expanduser()))
 
 
 def mapping(value: Any) -> LDict:

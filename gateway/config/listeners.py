@@ -33,7 +33,7 @@ def check_listeners(ctx: Ctx) -> None:
         if name in names:
             ctx.fail((*parts, "name"), f"duplicate listener name (also listeners[{names[name]}])")
         names.setdefault(name, i)
-        if address in addresses:
+        if address in addresses and not address.endswith(":0"):  # port 0: each gets its own
             ctx.fail((*parts, "address"), f"address already used by listeners[{addresses[address]}]")
         addresses.setdefault(address, i)
         _check_auth(ctx, listener, parts)

@@ -88,23 +88,29 @@ def pool_from_files(
 
 
 async def load_from_reflection(
-    channel: grpc.aio.Channel, services: Iterable[str], *, timeout: float = 5.0
+    channel: grpc.aio.Channel,
+    services: Iterable[str] | None = None,
+    *,
+    timeout: float = 5.0,  # noqa: ASYNC109 - the gRPC deadline of the reflection stream
 ) -> DescriptorPool:
-    """Fetch the files defining `services` and all their imports by v1alpha server reflection."""
-    wanted = sorted(set(services))
+    """Fetch the files defining `services` (default: every service the upstream lists) and
+    all their imports by v1alpha server reflection."""
     stub = reflection_pb2_grpc.ServerReflectionStub(channel)
     stream = stub.ServerReflectionInfo(timeout=timeout)
     files: dict[str, descriptor_pb2.FileDescriptorProto] = {}
     try:
-        for service in wanted:
+        # Explicitly named services must resolve; of a listing, only the ones that do count.
+        required = services is not None
+        wanted = set(services) if services is not None else await _list_services(stream)
+        for service in sorted(wanted):
             if service not in _services_in(files.values()):
-                await _ask(stream, files, reflection_pb2.ServerReflectionRequest(
-                    file_containing_symbol=service), service)
+                request = reflection_pb2.ServerReflectionRequest(file_containing_symbol=service)
+                await _ask(stream, files, request, service, required=required)
         missing = _missing_imports(files)
         while missing:
             for name in missing:
-                await _ask(stream, files, reflection_pb2.ServerReflectionRequest(
-                    file_by_filename=name), name)
+                request = reflection_pb2.ServerReflectionRequest(file_by_filename=name)
+                await _ask(stream, files, request, name)
             missing = _missing_imports(files)
         await stream.done_writing()
     except grpc.aio.AioRpcError as err:
@@ -121,17 +127,31 @@ async def load_from_reflection(
     return pool_from_files(files.values(), source="server reflection")
 
 
+async def _list_services(stream: Any) -> set[str]:
+    await stream.write(reflection_pb2.ServerReflectionRequest(list_services=""))
+    response = await stream.read()
+    if response is grpc.aio.EOF or not response.HasField("list_services_response"):
+        raise UpstreamConfigError("server reflection did not list the upstream's services")
+    names = [svc.name for svc in response.list_services_response.service]
+    # The reflection service describes itself; it is never a capability.
+    return {name for name in names if not name.startswith("grpc.reflection.")}
+
+
 async def _ask(
     stream: Any,
     files: dict[str, descriptor_pb2.FileDescriptorProto],
     request: reflection_pb2.ServerReflectionRequest,
     subject: str,
+    *,
+    required: bool = True,
 ) -> None:
     await stream.write(request)
     response = await stream.read()
     if response is grpc.aio.EOF:
         raise UpstreamConfigError(f"server reflection closed the stream while asking for {subject}")
     if response.HasField("error_response"):
+        if not required:
+            return
         err = response.error_response
         raise UpstreamConfigError(
             f"server reflection does not know {subject}: "
@@ -186,12 +206,18 @@ def resolve_method(pool: DescriptorPool, full_method: str) -> MethodInfo:
     )
 
 
+def proto3_optional_names(descriptor: Descriptor) -> frozenset[str]:
+    """Names of the proto3 `optional` fields of a message (read from its DescriptorProto:
+    the runtime descriptor does not say whether a oneof is synthetic)."""
+    proto = descriptor_pb2.DescriptorProto()
+    descriptor.CopyToProto(proto)
+    return frozenset(f.name for f in proto.field if f.proto3_optional)
+
+
 def real_oneofs(descriptor: Descriptor) -> dict[str, str]:
     """Field name -> oneof name for members of real oneofs (proto3 `optional` fields live in
     synthetic one-member oneofs, which are not a choice and are left out)."""
-    proto = descriptor_pb2.DescriptorProto()
-    descriptor.CopyToProto(proto)
-    optional = {f.name for f in proto.field if f.proto3_optional}
+    optional = proto3_optional_names(descriptor)
     return {
         field.name: field.containing_oneof.name
         for field in descriptor.fields

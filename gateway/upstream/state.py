@@ -36,4 +36,5 @@ def with_state(error: CapabilityError, state: ExecutionState) -> CapabilityError
 
 def state_of(error: CapabilityError) -> ExecutionState:
     """The recorded state; an error raised before any call attempt is NOT_STARTED."""
-    return ExecutionState(error.details.get(STATE_KEY, ExecutionState.NOT_STARTED.value))
+    value = error.details.get(STATE_KEY)
+    return ExecutionState(value) if isinstance(value, str) else ExecutionState.NOT_STARTED

@@ -20,8 +20,10 @@ from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-Decode = Callable[[Any, str], Any]
-Encode = Callable[[Any, str], Any]
+# One-argument converters: a failure raises FieldError and each container on the way out
+# prepends its path segment, so the happy path never builds path strings.
+Decode = Callable[[Any], Any]
+Encode = Callable[[Any], Any]
 ScalarCodec = Callable[[FieldDescriptor], tuple[Decode, Encode | None]]
 
 _SAFE_INT: Final = 2**53
@@ -37,12 +39,16 @@ _STRING_FORMS: Final = {
 
 
 class FieldError(Exception):
-    """A value that does not fit at `path`; `message` never contains the value."""
+    """A value that does not fit; `message` never contains the value, `path` grows outwards."""
 
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(path, message)
-        self.path = path
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
         self.message = message
+        self.path = ""
+
+    def at(self, segment: str) -> None:
+        """Prepend the segment of the enclosing container (`.name` or `[3]`)."""
+        self.path = segment + self.path
 
 
 def wkt_codec(descriptor: Descriptor, scalar: ScalarCodec) -> tuple[Decode, Encode] | None:
@@ -66,76 +72,73 @@ def wkt_codec(descriptor: Descriptor, scalar: ScalarCodec) -> tuple[Decode, Enco
 
 
 def _string_form(cls: type[Message], what: str) -> tuple[Decode, Encode]:
-    def decode(value: Any, path: str) -> Message:
+    def decode(value: Any) -> Message:
         if type(value) is not str:
-            raise FieldError(path, f"expected {what} string")
+            raise FieldError(f"expected {what} string")
         msg = cls()
         try:
-            msg.FromJsonString(value)  # type: ignore[attr-defined]
+            msg.FromJsonString(value)
         except ValueError:
-            raise FieldError(path, f"expected {what} string") from None
+            raise FieldError(f"expected {what} string") from None
         return msg
 
-    def encode(msg: Any, path: str) -> str:
+    def encode(msg: Any) -> str:
         try:
             text: str = msg.ToJsonString()
         except ValueError:
-            raise FieldError(path, f"{what} out of range") from None
+            raise FieldError(f"{what} out of range") from None
         return text
 
     return decode, encode
 
 
-def _wrapper(cls: type[Message], decode_one: Decode, encode_one: Encode | None) -> tuple[
-    Decode, Encode
-]:
-    def decode(value: Any, path: str) -> Message:
-        return cls(value=decode_one(value, path))
+def _wrapper(
+    cls: type[Message], decode_one: Decode, encode_one: Encode | None
+) -> tuple[Decode, Encode]:
+    def decode(value: Any) -> Message:
+        return cls(value=decode_one(value))
 
-    def encode(msg: Any, path: str) -> Any:
-        return msg.value if encode_one is None else encode_one(msg.value, path)
+    def encode(msg: Any) -> Any:
+        return msg.value if encode_one is None else encode_one(msg.value)
 
     return decode, encode
 
 
 def _value_codec(cls: type[Message]) -> tuple[Decode, Encode]:
-    def decode(value: Any, path: str) -> Message:
+    def decode(value: Any) -> Message:
         msg = cls()
-        _fill_value(msg, value, path)
+        _fill_value(msg, value)
         return msg
 
     return decode, _read_value
 
 
 def _struct_codec(cls: type[Message]) -> tuple[Decode, Encode]:
-    def decode(value: Any, path: str) -> Message:
+    def decode(value: Any) -> Message:
         if type(value) is not dict:
-            raise FieldError(path, "expected an object")
+            raise FieldError("expected an object")
         msg = cls()
-        _fill_struct(msg, value, path)
+        _fill_struct(msg, value)
         return msg
 
-    def encode(msg: Any, path: str) -> dict[str, Any]:
-        return {k: _read_value(v, f"{path}.{k}") for k, v in sorted(msg.fields.items())}
+    def encode(msg: Any) -> dict[str, Any]:
+        return _read_struct(msg)
 
     return decode, encode
 
 
 def _list_codec(cls: type[Message]) -> tuple[Decode, Encode]:
-    def decode(value: Any, path: str) -> Message:
+    def decode(value: Any) -> Message:
         if type(value) is not list:
-            raise FieldError(path, "expected an array")
+            raise FieldError("expected an array")
         msg = cls()
-        _fill_list(msg, value, path)
+        _fill_list(msg, value)
         return msg
 
-    def encode(msg: Any, path: str) -> list[Any]:
-        return [_read_value(v, f"{path}[{i}]") for i, v in enumerate(msg.values)]
-
-    return decode, encode
+    return decode, _read_list
 
 
-def _fill_value(msg: Any, value: Any, path: str) -> None:
+def _fill_value(msg: Any, value: Any) -> None:
     kind = type(value)
     if value is None:
         msg.null_value = 0
@@ -143,7 +146,7 @@ def _fill_value(msg: Any, value: Any, path: str) -> None:
         msg.bool_value = value
     elif kind is int:
         if not -_SAFE_INT <= value <= _SAFE_INT:
-            raise FieldError(path, "integer beyond ±2^53 cannot be carried by a Value")
+            raise FieldError("integer beyond ±2^53 cannot be carried by a Value")
         msg.number_value = value
     elif kind is float:
         msg.number_value = value
@@ -151,40 +154,74 @@ def _fill_value(msg: Any, value: Any, path: str) -> None:
         msg.string_value = value
     elif kind is dict:
         msg.struct_value.SetInParent()
-        _fill_struct(msg.struct_value, value, path)
+        _fill_struct(msg.struct_value, value)
     elif kind is list:
         msg.list_value.SetInParent()
-        _fill_list(msg.list_value, value, path)
+        _fill_list(msg.list_value, value)
     else:
-        raise FieldError(path, "expected a JSON value")
+        raise FieldError("expected a JSON value")
 
 
-def _fill_struct(msg: Any, value: dict[str, Any], path: str) -> None:
-    for key, item in value.items():
-        _fill_value(msg.fields[key], item, f"{path}.{key}")
+def _fill_struct(msg: Any, value: dict[str, Any]) -> None:
+    key = ""
+    try:
+        for key, item in value.items():
+            _fill_value(msg.fields[key], item)
+    except FieldError as err:
+        err.at(f".{key}")
+        raise
 
 
-def _fill_list(msg: Any, value: list[Any], path: str) -> None:
-    for i, item in enumerate(value):
-        _fill_value(msg.values.add(), item, f"{path}[{i}]")
+def _fill_list(msg: Any, value: list[Any]) -> None:
+    done = 0
+    try:
+        for item in value:
+            _fill_value(msg.values.add(), item)
+            done += 1
+    except FieldError as err:
+        err.at(f"[{done}]")
+        raise
 
 
-def _read_value(msg: Any, path: str) -> Any:
+def _read_value(msg: Any) -> Any:
     kind = msg.WhichOneof("kind")
     if kind == "number_value":
         number: float = msg.number_value
         if not math.isfinite(number):
-            raise FieldError(path, "non-finite number has no JSON form")
+            raise FieldError("non-finite number has no JSON form")
         if number.is_integer() and -_SAFE_INT <= number <= _SAFE_INT:
             return int(number)
         return number
-    if kind == "string_value" or kind == "bool_value":
+    if kind in ("string_value", "bool_value"):
         return getattr(msg, kind)
     if kind == "struct_value":
-        return {k: _read_value(v, f"{path}.{k}") for k, v in sorted(msg.struct_value.fields.items())}
+        return _read_struct(msg.struct_value)
     if kind == "list_value":
-        return [_read_value(v, f"{path}[{i}]") for i, v in enumerate(msg.list_value.values)]
+        return _read_list(msg.list_value)
     return None  # null_value or unset
+
+
+def _read_struct(msg: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    key = ""
+    try:
+        for key, item in sorted(msg.fields.items()):
+            out[key] = _read_value(item)
+    except FieldError as err:
+        err.at(f".{key}")
+        raise
+    return out
+
+
+def _read_list(msg: Any) -> list[Any]:
+    out: list[Any] = []
+    try:
+        for item in msg.values:
+            out.append(_read_value(item))
+    except FieldError as err:
+        err.at(f"[{len(out)}]")
+        raise
+    return out
 
 
 def _any_codec(cls: type[Message], descriptor: Descriptor) -> tuple[Decode, Encode]:
@@ -192,20 +229,20 @@ def _any_codec(cls: type[Message], descriptor: Descriptor) -> tuple[Decode, Enco
     # upstream's pool. Values inside keep proto3 JSON forms (64-bit integers as strings).
     pool = descriptor.file.pool
 
-    def decode(value: Any, path: str) -> Message:
+    def decode(value: Any) -> Message:
         if type(value) is not dict:
-            raise FieldError(path, "expected an object with @type")
+            raise FieldError("expected an object with @type")
         try:
             return json_format.ParseDict(value, cls(), descriptor_pool=pool)
         except json_format.ParseError:
-            raise FieldError(path, "invalid google.protobuf.Any") from None
+            raise FieldError("invalid google.protobuf.Any") from None
 
-    def encode(msg: Any, path: str) -> Any:
+    def encode(msg: Any) -> Any:
         try:
             return json_format.MessageToDict(
                 msg, preserving_proto_field_name=True, descriptor_pool=pool
             )
         except (TypeError, KeyError):
-            raise FieldError(path, "google.protobuf.Any of an unknown type") from None
+            raise FieldError("google.protobuf.Any of an unknown type") from None
 
     return decode, encode

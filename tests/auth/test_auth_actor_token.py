@@ -1,0 +1,224 @@
+"""The forwarded actor token: what the gateway signs, and what an upstream's verifier accepts."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+from typing import Any
+
+import jwt as pyjwt
+import pytest
+from authkit import FakeClock
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
+from gateway.auth import jws
+from gateway.auth.actor_token import ActorTokenSigner
+from gateway.auth.verify import ActorTokenInvalid, ActorTokenVerifier
+from gateway.model import Actor
+from gateway.settings import ActorTokenSettings
+
+NOW = 1_800_000_000
+ACTOR = Actor(id="user-9", kind="agent", issuer="https://idp.example.com", roles=("ops", "audit"))
+CALL: dict[str, Any] = {
+    "upstream": "orders",
+    "execution_id": "exe_1",
+    "capability_id": "orders.refund",
+    "surface": "agent",
+}
+
+
+def _signer(**kw: Any) -> ActorTokenSigner:
+    settings = kw.pop("settings", ActorTokenSettings())
+    return ActorTokenSigner(settings, clock=FakeClock(NOW), **kw)
+
+
+def _verifier(signer: ActorTokenSigner, audience: str = "orders", **kw: Any) -> ActorTokenVerifier:
+    return ActorTokenVerifier(
+        signer.jwks(), issuer="capgate", audience=audience, clock=FakeClock(NOW + 1), **kw
+    )
+
+
+def _pem_file(tmp_path: Path, key: Any) -> str:
+    path = tmp_path / "actor.key"
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return str(path)
+
+
+def test_signed_token_carries_every_claim_and_verifies() -> None:
+    signer = _signer()
+    token = signer.sign(ACTOR, **CALL, approval_id="apr_1", approver="alice")
+    claims = _verifier(signer).verify(token)
+    jti = claims.pop("jti")
+    assert claims == {
+        "iss": "capgate",
+        "aud": "orders",
+        "sub": "user-9",
+        "actor_iss": "https://idp.example.com",
+        "kind": "agent",
+        "roles": ["ops", "audit"],
+        "exec_id": "exe_1",
+        "cap": "orders.refund",
+        "surface": "agent",
+        "approval_id": "apr_1",
+        "approver": "alice",
+        "iat": NOW,
+        "exp": NOW + 60,
+    }
+    assert isinstance(jti, str)
+    assert len(jti) >= 22  # 128 random bits
+    header = jws.parse_compact(token).header
+    assert header == {"alg": "EdDSA", "kid": signer.kid, "typ": "capgate-actor+jwt"}
+
+
+def test_approval_claims_appear_only_when_the_call_was_approved() -> None:
+    signer = _signer()
+    claims = _verifier(signer).verify(signer.sign(ACTOR, **CALL))
+    assert "approval_id" not in claims
+    assert "approver" not in claims
+
+
+def test_every_token_is_unique_per_call() -> None:
+    signer = _signer()
+    tokens = {signer.sign(ACTOR, **CALL) for _ in range(3)}
+    jtis = {jws.parse_compact(t).payload["jti"] for t in tokens}
+    assert len(tokens) == len(jtis) == 3
+
+
+def test_lifetime_is_at_most_60_seconds() -> None:
+    signer = _signer(settings=ActorTokenSettings(lifetime_s=30))
+    claims = _verifier(signer).verify(signer.sign(ACTOR, **CALL))
+    assert claims["exp"] - claims["iat"] == 30
+    for bad in (0, 61, 3600):
+        with pytest.raises(ValueError, match="lifetime_s"):
+            _signer(settings=ActorTokenSettings(lifetime_s=bad))
+
+
+def test_token_for_one_upstream_is_refused_by_another() -> None:
+    signer = _signer()
+    token = signer.sign(ACTOR, **CALL)
+    with pytest.raises(ActorTokenInvalid) as info:
+        _verifier(signer, audience="billing").verify(token)
+    assert info.value.reason == "wrong_audience"
+
+
+def test_expired_token_is_refused() -> None:
+    signer = _signer()
+    token = signer.sign(ACTOR, **CALL)
+    verifier = _verifier(signer)
+    assert verifier.verify(token, now=NOW + 64)["sub"] == "user-9"
+    with pytest.raises(ActorTokenInvalid, match="expired"):
+        verifier.verify(token, now=NOW + 65)
+
+
+def test_kid_defaults_to_the_rfc7638_thumbprint_and_can_be_configured() -> None:
+    key = ed25519.Ed25519PrivateKey.generate()
+    signer = _signer(private_key=key)
+    assert signer.kid == jws.thumbprint(key.public_key())
+    assert _signer(settings=ActorTokenSettings(kid="gw-2026-01")).kid == "gw-2026-01"
+
+
+def test_without_a_key_file_each_process_generates_its_own_key() -> None:
+    first, second = _signer(), _signer()
+    assert first.kid != second.kid
+    with pytest.raises(ActorTokenInvalid) as info:
+        _verifier(first).verify(second.sign(ACTOR, **CALL))
+    assert info.value.reason == "unknown_kid"
+
+
+def test_ed25519_key_file_signs_eddsa(tmp_path: Path) -> None:
+    key = ed25519.Ed25519PrivateKey.generate()
+    signer = _signer(settings=ActorTokenSettings(key_file=_pem_file(tmp_path, key)))
+    assert (signer.alg, signer.kid) == ("EdDSA", jws.thumbprint(key.public_key()))
+    assert _verifier(signer).verify(signer.sign(ACTOR, **CALL))["sub"] == "user-9"
+
+
+def test_p256_key_file_signs_es256(tmp_path: Path) -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    signer = _signer(settings=ActorTokenSettings(key_file=_pem_file(tmp_path, key)))
+    token = signer.sign(ACTOR, **CALL)
+    assert signer.alg == "ES256"
+    assert len(jws.parse_compact(token).signature) == 64  # raw R || S, not DER
+    assert _verifier(signer).verify(token)["sub"] == "user-9"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        rsa.generate_private_key(public_exponent=65537, key_size=2048),
+        ec.generate_private_key(ec.SECP384R1()),
+    ],
+)
+def test_other_key_types_are_refused(tmp_path: Path, key: Any) -> None:
+    with pytest.raises(ValueError, match="Ed25519 or EC P-256"):
+        _signer(settings=ActorTokenSettings(key_file=_pem_file(tmp_path, key)))
+
+
+def test_unreadable_key_file_error_names_the_path_not_the_contents(tmp_path: Path) -> None:
+    path = tmp_path / "broken.key"
+    path.write_text(
+        "-----BEGIN PRIVATE KEY-----\nc2VjcmV0LW1hdGVyaWFs\n-----END PRIVATE KEY-----\n"
+    )
+    with pytest.raises(ValueError) as info:
+        _signer(settings=ActorTokenSettings(key_file=str(path)))
+    assert "broken.key" in str(info.value)
+    assert "c2VjcmV0" not in str(info.value)
+
+
+def test_jwks_is_public_and_written_atomically(tmp_path: Path) -> None:
+    signer = _signer()
+    jwks = signer.jwks()
+    assert jwks == {
+        "keys": [
+            {
+                "kty": "OKP",
+                "crv": "Ed25519",
+                "x": jwks["keys"][0]["x"],
+                "kid": signer.kid,
+                "alg": "EdDSA",
+                "use": "sig",
+            }
+        ]
+    }
+    target = tmp_path / "jwks.json"
+    target.write_text("old")
+    signer.write_jwks(target)
+    assert json.loads(target.read_text()) == jwks
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["jwks.json"]  # no temp file left behind
+    verifier = ActorTokenVerifier.from_file(str(target), issuer="capgate", audience="orders")
+    assert verifier.verify(signer.sign(ACTOR, **CALL), now=NOW)["exec_id"] == "exe_1"
+
+
+def test_an_independent_jose_library_verifies_the_token() -> None:
+    signer = _signer()
+    token = signer.sign(ACTOR, **CALL)
+    key = pyjwt.PyJWK(signer.jwks()["keys"][0])
+    claims = pyjwt.decode(
+        token,
+        key,
+        algorithms=["EdDSA"],
+        audience="orders",
+        issuer="capgate",
+        options={"verify_exp": False, "verify_iat": False},
+    )
+    assert claims["sub"] == "user-9"
+
+
+def test_verifier_refuses_unusable_jwks() -> None:
+    for jwks in (
+        {},
+        {"keys": []},
+        {"keys": [{"kty": "OKP", "crv": "Ed25519", "x": "AAAA", "alg": "EdDSA"}]},
+        {"keys": [{**_signer().jwks()["keys"][0], "alg": "HS256"}]},
+        {"keys": [{**_signer().jwks()["keys"][0], "alg": "ES256"}]},
+    ):
+        with pytest.raises(ValueError):
+            ActorTokenVerifier(jwks, issuer="capgate", audience="orders")
