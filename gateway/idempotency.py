@@ -149,7 +149,7 @@ class RedisIdempotencyStore:
 
     async def claim(self, scope: ScopeLike, input_hash: str, execution_id: str) -> Claim:
         """Claim the key for `execution_id`, or raise/replay as the module docstring says."""
-        args = [self._clock(), input_hash, execution_id, self._ttl_ms]
+        args: list[str | bytes | float] = [self._clock(), input_hash, execution_id, self._ttl_ms]
         with _available():
             reply: list[Any] = await self._claim(keys=[self.key(scope)], args=args)
         outcome, holder = bytes(reply[0]), bytes(reply[1]).decode()
@@ -161,12 +161,10 @@ class RedisIdempotencyStore:
             raise CapabilityError(Code.IDEMPOTENCY_IN_PROGRESS, reason="key held by a running call")
         raise CapabilityError(Code.IDEMPOTENCY_CONFLICT, reason="key used with another input")
 
-    async def complete(
-        self, scope: ScopeLike, envelope: bytes, *, execution_id: str = ""
-    ) -> bool:
+    async def complete(self, scope: ScopeLike, envelope: bytes, *, execution_id: str = "") -> bool:
         """Store the (redacted) envelope for replays; False when nothing was stored (the key
         is gone, already done, or — with `execution_id` — held by another execution)."""
-        args = [self._clock(), envelope, execution_id, self._ttl_ms]
+        args: list[str | bytes | float] = [self._clock(), envelope, execution_id, self._ttl_ms]
         with _available():
             reply = await self._complete(keys=[self.key(scope)], args=args)
         return bytes(reply) == b"OK"

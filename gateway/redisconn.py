@@ -103,8 +103,13 @@ def _common() -> dict[str, Any]:
         "socket_connect_timeout": CONNECT_TIMEOUT_S,
         "socket_timeout": OPERATION_TIMEOUT_S,
         "health_check_interval": HEALTH_CHECK_INTERVAL_S,
-        "retry": Retry(ExponentialBackoff(cap=0.2, base=0.05), _RETRIES),
-        "retry_on_error": [rexc.ConnectionError, rexc.TimeoutError],
+        # Retry a refused or dropped connection, never a timed-out command: a timeout already
+        # spent the operation budget, and the script it carried may have run.
+        "retry": Retry(
+            ExponentialBackoff(cap=0.2, base=0.05),
+            _RETRIES,
+            supported_errors=(rexc.ConnectionError,),
+        ),
     }
 
 

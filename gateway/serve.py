@@ -12,7 +12,7 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +110,6 @@ async def start(settings: Settings, *, extra_sinks: Sequence[Sink] = ()) -> Gate
         if redis_settings.url is None:
             # The embedded default: a private real redis-server with its data in a local dir.
             process = RedisProcess(Path(redis_settings.data_dir).resolve() / "redis").start()
-            from dataclasses import replace
             redis_settings = replace(redis_settings, url=process.url)
         redis = connect(redis_settings)
     sinks: list[Sink] = list(extra_sinks)
@@ -153,6 +152,8 @@ async def _serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"capgate: invalid config, not starting:\n{exc}", file=sys.stderr)
         return 2
+    if args.jwks_out:
+        settings = replace(settings, actor_token=replace(settings.actor_token, jwks_out=args.jwks_out))
     gw = await start(settings)
     loop = asyncio.get_running_loop()
     if args.watch:
@@ -184,6 +185,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--no-watch", dest="watch", action="store_false", help="disable hot reload")
     parser.add_argument("--watch-interval", type=float, default=1.0)
     parser.add_argument("--grace", type=float, default=5.0, help="drain time on shutdown (s)")
+    parser.add_argument("--jwks-out", help="write the actor-token JWKS here (overrides config)")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(list(argv))
     logging.basicConfig(level=args.log_level, stream=sys.stderr,

@@ -86,4 +86,5 @@ class SchemaValidator:
                 break
         if not issues:  # the two validators disagree: fail closed with a generic issue
             issues.append(InputIssue("$", "does not match the schema"))
-        return None, tuple(issues)
+        # jsonschema reports `required` once per missing name; keep each issue once, by path.
+        return None, tuple(sorted(dict.fromkeys(issues), key=lambda i: (i.path, i.message)))

@@ -5,9 +5,9 @@ imports the gateway. The gateway calls `load_policy_set` at load or reload and
 `PolicySet.evaluate_all` at discovery (Describe), stage 7 and stage 9.
 """
 
+from policy.engine import PolicySet
 from policy.errors import LoadIssue, PolicyLoadError
 from policy.loader import load_policy_set
-from policy.engine import PolicySet
 from policy.model import (
     ITERATION_BUDGET,
     ApprovalRequirement,

@@ -31,11 +31,10 @@ class ExprFacts:
 
 def read_facts(serialized: bytes) -> ExprFacts:
     """Facts about a compiled expression, from `Expression.serialize()` output."""
-    checked = _singular(serialized)[2]  # Any.value
-    top = _singular(checked)
-    positions = _positions(top.get(5, b""))  # CheckedExpr.source_info
+    top = _singular(_bytes(_singular(serialized).get(2)))  # Any.value → CheckedExpr
+    positions = _positions(_bytes(top.get(5)))  # CheckedExpr.source_info
     facts = ExprFacts()
-    _walk(top.get(4, b""), positions, facts)  # CheckedExpr.expr
+    _walk(_bytes(top.get(4)), positions, facts)  # CheckedExpr.expr
     return facts
 
 
@@ -46,7 +45,7 @@ def _walk(expr: bytes, positions: dict[int, int], facts: ExprFacts) -> None:
         if number == _IDENT:
             facts.idents.add(_text(_singular(value).get(1, b"")))
         elif number == _SELECT:
-            _walk(_singular(value).get(1, b""), positions, facts)
+            _walk(_bytes(_singular(value).get(1)), positions, facts)
         elif number == _CALL:
             _call(value, positions, facts)
         elif number == _LIST:
@@ -67,7 +66,9 @@ def _walk(expr: bytes, positions: dict[int, int], facts: ExprFacts) -> None:
 
 def _call(call: bytes, positions: dict[int, int], facts: ExprFacts) -> None:
     parts = list(_fields(call))
-    function = next((_text(v) for f, v in parts if f == _CALL_FUNCTION and isinstance(v, bytes)), "")
+    function = next(
+        (_text(v) for f, v in parts if f == _CALL_FUNCTION and isinstance(v, bytes)), ""
+    )
     target = [v for f, v in parts if f == _CALL_TARGET and isinstance(v, bytes)]
     args = [v for f, v in parts if f == _CALL_ARGS and isinstance(v, bytes)]
     if function == "matches":
@@ -103,6 +104,10 @@ def _positions(source_info: bytes) -> dict[int, int]:
 
 def _text(value: int | bytes) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else ""
+
+
+def _bytes(value: int | bytes | None) -> bytes:
+    return value if isinstance(value, bytes) else b""
 
 
 def _singular(data: bytes) -> dict[int, int | bytes]:

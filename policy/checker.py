@@ -27,13 +27,15 @@ from policy.globs import compile_globs
 from policy.model import Phase
 from policy.schematypes import CONTEXT_TYPES, TypeBuilder
 
-__all__ = ["Checker", "MATCH_CONTEXT"]
+__all__ = ["MATCH_CONTEXT", "Checker"]
 
 MATCH_CONTEXT = "match"
 """The context of `match.expr`: every variable but `input` and `approval`."""
 
 _DYN = "dyn"
-_MAP_STYLE_USE = re.compile(r"found no matching overload for .* applied to '\(.*capgate\.check\.t\d+")
+_MAP_STYLE_USE = re.compile(
+    r"found no matching overload for .* applied to '\(.*capgate\.check\.t\d+"
+)
 _UNDEFINED_FIELD = re.compile(r"undefined field '([^']+)' not found in struct '([^']+)'")
 _UNDECLARED = re.compile(r"undeclared reference to '([^']+)'")
 _TYPE_NAME = re.compile(r"capgate\.check\.[A-Za-z0-9_.]+")
@@ -95,7 +97,9 @@ class Checker:
             type_name = None if key == _DYN else self.types.input_type(json.loads(key))
             self._variants[key] = _Variant(key, type_name, tuple(ids))
         if untyped:
-            self.notes.append(f"input is dyn for capabilities without input_schema: {', '.join(untyped)}")
+            self.notes.append(
+                f"input is dyn for capabilities without input_schema: {', '.join(untyped)}"
+            )
 
     def variants_for(self, policy: PolicySpec) -> list[_Variant]:
         """The input types `policy` can meet; `[dyn]` without a registry or a match."""
@@ -205,15 +209,17 @@ class Checker:
             field, owner = undefined.groups()
             label = self.types.labels.get(owner, owner)
             if label.startswith("input") and checked:
-                return (f"no matched capability's input schema has {label}.{field} "
-                        f"(checked: {', '.join(checked)})")
+                return (
+                    f"no matched capability's input schema has {label}.{field} "
+                    f"(checked: {', '.join(checked)})"
+                )
             return f"{label} has no field {field!r}"
         return _TYPE_NAME.sub(lambda m: self.types.labels.get(m.group(0), m.group(0)), message)
 
 
 def _bool_issues(expr: ExprSpec, compiled: Any) -> list[LoadIssue]:
     result = compiled.return_type()
-    if result == cel.Type.BOOL or result == cel.Type.DYN:
+    if result in (cel.Type.BOOL, cel.Type.DYN):
         return []
     what = "match.expr" if expr.rule is None else "when"
     return [issue_at(expr, 1, 1, f"{what} must be a bool expression, but it is {result.name()}")]
@@ -228,5 +234,7 @@ def _regex_issues(expr: ExprSpec, facts: ExprFacts) -> list[LoadIssue]:
             reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
             line = expr.text.count("\n", 0, offset) + 1
             column = offset - (expr.text.rfind("\n", 0, offset) + 1) + 1
-            issues.append(issue_at(expr, line, column, f"invalid regex {pattern!r} in matches(): {reason}"))
+            issues.append(
+                issue_at(expr, line, column, f"invalid regex {pattern!r} in matches(): {reason}")
+            )
     return issues

@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +131,7 @@ def _explain(args: argparse.Namespace) -> int:
     if registry and request.capability.get("id") in registry:
         known = registry[request.capability["id"]]
         details = {k: v for k, v in known.items() if k != "input_schema"}
-        request = _with_capability(request, {**details, **request.capability})
+        request = replace(request, capability={**details, **request.capability})
     policy_set = load_policy_set(args.directory, registry=registry, backend=args.backend)
     evaluation = policy_set.evaluate_all(phase, request)
     if args.format == "json":
@@ -138,9 +139,3 @@ def _explain(args: argparse.Namespace) -> int:
     else:
         print(evaluation_text(phase, policy_set, evaluation))
     return 0
-
-
-def _with_capability(request: Any, capability: dict[str, Any]) -> Any:
-    from dataclasses import replace  # noqa: PLC0415 - only explain with --config needs it
-
-    return replace(request, capability=capability)

@@ -68,65 +68,65 @@ def compile_policies(
     specs: Sequence[PolicySpec], checker: Checker, backend: Backend, issues: list[LoadIssue]
 ) -> list[CompiledPolicy]:
     """Compiled policies for `specs`; every problem found is appended to `issues`."""
-    compiled = []
-    for spec in specs:
-        policy = _compile_policy(spec, checker, backend, issues)
-        if policy is not None:
-            compiled.append(policy)
-    return compiled
+    compiler = _Compiler(checker, backend, issues)
+    return [p for p in map(compiler.policy, specs) if p is not None]
 
 
-def _compile_policy(
-    spec: PolicySpec, checker: Checker, backend: Backend, issues: list[LoadIssue]
-) -> CompiledPolicy | None:
-    variants = checker.variants_for(spec)
-    before = len(issues)
-    match = None
-    if spec.match_expr is not None:
-        match = _program(spec.match_expr, [MATCH_CONTEXT], variants, checker, backend, issues)
-    rules = []
-    for rule in spec.rules:
-        program = _program(rule.when, list(spec.phases), variants, checker, backend, issues)
-        if program is not None:
-            line = rule.when.site.line
-            rules.append(CompiledRule(rule.index, program, rule.effect, rule.message, rule.approval, line))
-    if Phase.EXECUTION in spec.phases and len(spec.phases) > 1:
-        if any(rule.effect is Decision.REQUIRE_APPROVAL for rule in spec.rules):
-            checker.notes.append(
+class _Compiler:
+    def __init__(self, checker: Checker, backend: Backend, issues: list[LoadIssue]) -> None:
+        self.checker = checker
+        self.backend = backend
+        self.issues = issues
+
+    def policy(self, spec: PolicySpec) -> CompiledPolicy | None:
+        variants = self.checker.variants_for(spec)
+        before = len(self.issues)
+        match = None
+        if spec.match_expr is not None:
+            match = self._program(spec.match_expr, [MATCH_CONTEXT], variants)
+        rules = []
+        for rule in spec.rules:
+            program = self._program(rule.when, list(spec.phases), variants)
+            if program is not None:
+                rules.append(
+                    CompiledRule(
+                        rule.index,
+                        program,
+                        rule.effect,
+                        rule.message,
+                        rule.approval,
+                        rule.when.site.line,
+                    )
+                )
+        approves = any(rule.effect is Decision.REQUIRE_APPROVAL for rule in spec.rules)
+        if approves and Phase.EXECUTION in spec.phases and len(spec.phases) > 1:
+            self.checker.notes.append(
                 f"policy {spec.name!r} requires approval and also runs in the execution phase, "
                 "where the call has already been approved; consider a separate policy"
             )
-    if len(issues) > before:
-        return None
-    return CompiledPolicy(
-        name=spec.name,
-        mode=spec.mode,
-        scope=spec.scope,
-        phases=frozenset(spec.phases),
-        ids=compile_globs(spec.capabilities) if spec.capabilities else None,
-        tags=spec.tags,
-        match=match,
-        rules=tuple(rules),
-        path=spec.path,
-        line=spec.line,
-    )
+        if len(self.issues) > before:
+            return None
+        return CompiledPolicy(
+            name=spec.name,
+            mode=spec.mode,
+            scope=spec.scope,
+            phases=frozenset(spec.phases),
+            ids=compile_globs(spec.capabilities) if spec.capabilities else None,
+            tags=spec.tags,
+            match=match,
+            rules=tuple(rules),
+            path=spec.path,
+            line=spec.line,
+        )
 
-
-def _program(
-    expr: ExprSpec,
-    contexts: list[str],
-    variants: Any,
-    checker: Checker,
-    backend: Backend,
-    issues: list[LoadIssue],
-) -> Program | None:
-    found, _ = checker.check(expr, contexts, variants)
-    if found:
-        issues += found
-        return None
-    source = rewrite_const(expr.text)
-    try:
-        return Program(backend.compile(source), source)
-    except ValueError as exc:
-        issues.append(issue_at(expr, 1, 1, f"{backend.name}: {exc}"))
-        return None
+    def _program(self, expr: ExprSpec, contexts: list[str], variants: Any) -> Program | None:
+        found, _ = self.checker.check(expr, contexts, variants)
+        if found:
+            self.issues += found
+            return None
+        source = rewrite_const(expr.text)
+        try:
+            return Program(self.backend.compile(source), source)
+        except ValueError as exc:
+            self.issues.append(issue_at(expr, 1, 1, f"{self.backend.name}: {exc}"))
+            return None

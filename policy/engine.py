@@ -17,7 +17,7 @@ from typing import Any
 from policy.approvals import merge_requirements
 from policy.backends import Backend, safe_error
 from policy.bindings import bindings_for
-from policy.compiler import CompiledPolicy, Program
+from policy.compiler import CompiledPolicy
 from policy.model import Decision, EvalRequest, Evaluation, Limits, Phase, Stance, combine
 
 __all__ = ["PolicySet", "RuleSite"]
@@ -110,26 +110,31 @@ class PolicySet:
         return out
 
     def _stance(self, policy: CompiledPolicy, activation: Any) -> Stance | None:
+        """The policy's stance, None when its match.expr excludes it."""
         run = self._backend.run
         started = perf_counter()
         stance = Stance(policy.name, policy.mode, None, None, None, None)
         if policy.match is not None:
             outcome = run(policy.match.runnable, activation)
-            if outcome is not True:
-                late = perf_counter() - started > self._limit
-                if outcome is False and not late:
-                    return None
-                return _error(policy, None, "match.expr", policy.match, outcome, late, self._limit)
+            if isinstance(outcome, str):
+                return _failed(
+                    policy, None, f"match.expr: {safe_error(outcome, policy.match.source)}"
+                )
+            if not outcome and perf_counter() - started <= self._limit:
+                return None
         for rule in policy.rules:
             outcome = run(rule.when.runnable, activation)
             if outcome is True:
-                stance = Stance(policy.name, policy.mode, rule.effect, rule.index, rule.message, None)
+                stance = Stance(
+                    policy.name, policy.mode, rule.effect, rule.index, rule.message, None
+                )
                 break
-            if outcome is not False:
-                return _error(policy, rule.index, "when", rule.when, outcome, False, self._limit)
+            if isinstance(outcome, str):
+                return _failed(policy, rule.index, f"when: {safe_error(outcome, rule.when.source)}")
         if perf_counter() - started > self._limit:
             # cel-cpp cannot be interrupted; a late result is discarded (SI-7).
-            return _error(policy, stance.rule, "", None, "", True, self._limit)
+            limit_ms = f"{self._limit * 1000:g}"
+            return _failed(policy, stance.rule, f"evaluation exceeded the {limit_ms} ms time limit")
         return stance
 
     def _combine(self, stances: list[Stance], elapsed: float) -> Evaluation:
@@ -149,21 +154,12 @@ class PolicySet:
         return Evaluation(decision, tuple(stances), message, approval, failed, elapsed)
 
 
-def _error(
-    policy: CompiledPolicy,
-    rule: int | None,
-    where: str,
-    program: Program | None,
-    raw: bool | str,
-    late: bool,
-    limit: float,
-) -> Stance:
-    if late:
-        cause = f"evaluation exceeded the {limit * 1000:g} ms time limit"
-    else:
-        cause = f"{where}: {safe_error(str(raw), program.source if program else '')}"
+def _failed(policy: CompiledPolicy, rule: int | None, cause: str) -> Stance:
+    """An error stance: it combines as deny (SI-7); `cause` never quotes request values."""
     return Stance(policy.name, policy.mode, Decision.DENY, rule, None, cause)
 
 
 def _unknown(name: str) -> Stance:
-    return Stance(name, "enforce", Decision.DENY, None, None, "the capability lists an unknown policy")
+    return Stance(
+        name, "enforce", Decision.DENY, None, None, "the capability lists an unknown policy"
+    )

@@ -37,8 +37,15 @@ def write_junit(report: SuiteReport, path: Path) -> None:
         totals["tests"] += len(cases)
         totals["failures"] += failures
     if report.errors:
-        element = ET.SubElement(root, "testsuite", name="suite files", tests=str(len(report.errors)),
-                                failures="0", errors=str(len(report.errors)), time="0")
+        element = ET.SubElement(
+            root,
+            "testsuite",
+            name="suite files",
+            tests=str(len(report.errors)),
+            failures="0",
+            errors=str(len(report.errors)),
+            time="0",
+        )
         for issue in report.errors:
             testcase = ET.SubElement(element, "testcase", classname="suite files", name=str(issue))
             ET.SubElement(testcase, "error", message=issue.message).text = str(issue)

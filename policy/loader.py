@@ -15,11 +15,12 @@ from typing import Any
 from policy.backends import make_backend
 from policy.checker import Checker
 from policy.compiler import compile_policies
-from policy.document import FileSpec, PolicySpec, read_document, schema_issues
+from policy.document import FileSpec, PolicySpec, read_document
 from policy.engine import PolicySet
 from policy.errors import LoadIssue, PolicyLoadError
 from policy.files import SourceFile, read_sources, revision_of
 from policy.model import Limits
+from policy.schemacheck import schema_issues
 from policy.yamlsource import parse_documents
 
 __all__ = ["load_policy_set"]
@@ -80,7 +81,9 @@ def _read(source: SourceFile, issues: list[LoadIssue]) -> list[tuple[str, FileSp
     return out
 
 
-def _unique_policies(files: list[tuple[str, FileSpec]], issues: list[LoadIssue]) -> list[PolicySpec]:
+def _unique_policies(
+    files: list[tuple[str, FileSpec]], issues: list[LoadIssue]
+) -> list[PolicySpec]:
     first: dict[str, PolicySpec] = {}
     out = []
     for _, spec in files:
@@ -89,7 +92,9 @@ def _unique_policies(files: list[tuple[str, FileSpec]], issues: list[LoadIssue])
             if seen is not None:
                 where = f"{seen.path}:{seen.line}:{seen.column}"
                 message = f"duplicate policy name {policy.name!r} (first defined at {where})"
-                issues.append(LoadIssue(policy.path, policy.line, policy.column, policy.name, None, message))
+                issues.append(
+                    LoadIssue(policy.path, policy.line, policy.column, policy.name, None, message)
+                )
                 continue
             first[policy.name] = policy
             out.append(policy)

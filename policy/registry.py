@@ -42,6 +42,8 @@ def registry_from_config(path: Path) -> dict[str, dict[str, Any]]:
                     raise ValueError(f"{source.label}: every capability needs a string id")
                 schema = entry.get("input_schema")
                 if schema is not None and not isinstance(schema, Mapping):
-                    raise ValueError(f"{source.label}: {entry['id']}: input_schema must be an object")
+                    raise ValueError(
+                        f"{source.label}: {entry['id']}: input_schema must be an object"
+                    )
                 registry[entry["id"]] = {k: entry[k] for k in _KEYS if entry.get(k) is not None}
     return registry

@@ -64,7 +64,9 @@ def evaluation_text(phase: Phase, policy_set: PolicySet, evaluation: Evaluation)
         rule = f" rules[{stance['rule']}]" if stance["rule"] is not None else ""
         shadow = " [shadow]" if stance["mode"] == "shadow" else ""
         detail = stance["error"] or stance["message"] or ""
-        lines.append(f"  {stance['policy']}{shadow}: {effect}{rule}{f' — {detail}' if detail else ''}")
+        lines.append(
+            f"  {stance['policy']}{shadow}: {effect}{rule}{f' — {detail}' if detail else ''}"
+        )
     if not data["stances"]:
         lines.append("  (no policy applies)")
     return "\n".join(lines)

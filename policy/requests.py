@@ -17,8 +17,18 @@ from policy.model import EvalRequest, Phase
 __all__ = ["request_from_data"]
 
 _KEYS = frozenset(
-    "phase surface capability capability_policies actor input now correlation_id metadata "
-    "approval".split()
+    {
+        "phase",
+        "surface",
+        "capability",
+        "capability_policies",
+        "actor",
+        "input",
+        "now",
+        "correlation_id",
+        "metadata",
+        "approval",
+    }
 )
 
 

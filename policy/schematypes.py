@@ -33,9 +33,13 @@ _WRAPPERS = {
     "boolean": ".google.protobuf.BoolValue",
 }
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Words CEL reserves: a property so named cannot be selected with `input.<name>`.
 _CEL_RESERVED = frozenset(
-    "true false null in as break const continue else for function if import let loop "
-    "package namespace return var void while".split()
+    {
+        *("true", "false", "null", "in", "as", "break", "const", "continue", "else", "for"),
+        *("function", "if", "import", "let", "loop", "package", "namespace", "return", "var"),
+        *("void", "while"),
+    }
 )
 _MAX_DEPTH = 24
 
@@ -82,7 +86,7 @@ class TypeBuilder:
         proto.dependency.extend(["google/protobuf/struct.proto", "google/protobuf/wrappers.proto"])
         message = proto.message_type.add(name=name)
         full = f"{package}.{name}"
-        self._fill(message, full, label, schema, schema, 0)
+        self._fill(message, full, label, schema, root=schema, depth=0)
         self.pool.Add(proto)
         return full
 
@@ -92,6 +96,7 @@ class TypeBuilder:
         full: str,
         label: str,
         schema: Mapping[str, Any],
+        *,
         root: Mapping[str, Any],
         depth: int,
     ) -> None:
@@ -111,7 +116,7 @@ class TypeBuilder:
             if kind == "message":
                 nested = message.nested_type.add(name=f"F{number}")
                 field.type, field.type_name = _FD.TYPE_MESSAGE, f".{full}.F{number}"
-                self._fill(nested, f"{full}.F{number}", path, sub, root, depth + 1)
+                self._fill(nested, f"{full}.F{number}", path, sub, root=root, depth=depth + 1)
             elif kind in _SCALARS:
                 field.type = _SCALARS[kind]
             else:
@@ -148,23 +153,48 @@ class TypeBuilder:
         )
         proto.dependency.extend(["google/protobuf/struct.proto", "google/protobuf/timestamp.proto"])
         string, repeated = _FD.TYPE_STRING, _FD.LABEL_REPEATED
-        _message(proto, "Actor", [("id", string), ("kind", string), ("issuer", string),
-                                  ("roles", string, repeated), ("attributes", _STRUCT)])
-        _message(proto, "Capability", [("id", string), ("tags", string, repeated),
-                                       ("side_effect", string), ("risk", string)])
-        request = _message(proto, "Request", [("now", ".google.protobuf.Timestamp"),
-                                              ("correlation_id", string)])
+        _message(
+            proto,
+            "Actor",
+            [
+                ("id", string),
+                ("kind", string),
+                ("issuer", string),
+                ("roles", string, repeated),
+                ("attributes", _STRUCT),
+            ],
+        )
+        _message(
+            proto,
+            "Capability",
+            [("id", string), ("tags", string, repeated), ("side_effect", string), ("risk", string)],
+        )
+        request = _message(
+            proto, "Request", [("now", ".google.protobuf.Timestamp"), ("correlation_id", string)]
+        )
         entry = request.nested_type.add(name="MetadataEntry")
         entry.options.map_entry = True
         entry.field.add(name="key", number=1, type=string, label=_FD.LABEL_OPTIONAL)
         entry.field.add(name="value", number=2, type=string, label=_FD.LABEL_OPTIONAL)
-        request.field.add(name="metadata", number=3, type=_FD.TYPE_MESSAGE, label=repeated,
-                          type_name=f".{_PACKAGE}.Request.MetadataEntry")
-        _message(proto, "Approver", [("id", string), ("issuer", string),
-                                     ("roles", string, repeated)])
-        _message(proto, "Approval", [("approver", f".{_PACKAGE}.Approver"),
-                                     ("decided_at", ".google.protobuf.Timestamp"),
-                                     ("reasons", string, repeated)])
+        request.field.add(
+            name="metadata",
+            number=3,
+            type=_FD.TYPE_MESSAGE,
+            label=repeated,
+            type_name=f".{_PACKAGE}.Request.MetadataEntry",
+        )
+        _message(
+            proto, "Approver", [("id", string), ("issuer", string), ("roles", string, repeated)]
+        )
+        _message(
+            proto,
+            "Approval",
+            [
+                ("approver", f".{_PACKAGE}.Approver"),
+                ("decided_at", ".google.protobuf.Timestamp"),
+                ("reasons", string, repeated),
+            ],
+        )
         self.pool.Add(proto)
         for variable, full in CONTEXT_TYPES.items():
             self.labels[full] = variable

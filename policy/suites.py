@@ -15,13 +15,13 @@ from pathlib import Path
 from time import perf_counter
 from typing import Any
 
-from policy.document import schema_issues
 from policy.durations import format_duration, parse_duration
 from policy.engine import PolicySet, RuleSite
 from policy.errors import LoadIssue
 from policy.files import read_sources
 from policy.model import Evaluation, Stance
 from policy.requests import request_from_data
+from policy.schemacheck import schema_issues
 from policy.yamlsource import Located, parse_documents
 
 __all__ = ["CaseResult", "SuiteReport", "run_suites", "stance_label"]
@@ -69,7 +69,9 @@ def run_suites(directory: Path | Sequence[Path], policy_set: PolicySet) -> Suite
     hit: set[tuple[str, int]] = set()
     for source in read_sources(directory, tests=True):
         if source.data is None:
-            report.errors.append(LoadIssue(source.label, 1, 1, None, None, f"cannot read: {source.error}"))
+            report.errors.append(
+                LoadIssue(source.label, 1, 1, None, None, f"cannot read: {source.error}")
+            )
             continue
         docs, problems = parse_documents(source.label, source.data.decode("utf-8", "replace"))
         report.errors += problems
@@ -104,7 +106,9 @@ def _run_suite(
         started = perf_counter()
         evaluation = policy_set.evaluate_all(phase, eval_request)
         problems = _compare(case, evaluation)
-        results.append(CaseResult(name, case["name"], problems, evaluation, perf_counter() - started))
+        results.append(
+            CaseResult(name, case["name"], problems, evaluation, perf_counter() - started)
+        )
     return results
 
 

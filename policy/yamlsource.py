@@ -97,7 +97,9 @@ class _Walker:
 
     def _issue(self, node: yaml.Node, message: str) -> None:
         mark = node.start_mark
-        self.issues.append(LoadIssue(self.path, mark.line + 1, mark.column + 1, None, None, message))
+        self.issues.append(
+            LoadIssue(self.path, mark.line + 1, mark.column + 1, None, None, message)
+        )
 
     def _value(self, node: yaml.Node, path: YamlPath, doc: Located, seen: frozenset[int]) -> Any:
         doc.positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
@@ -135,7 +137,10 @@ class _Walker:
                 self._issue(key_node, f"duplicate key {key!r}")
                 continue
             child = (*path, key)
-            doc.key_positions[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            doc.key_positions[child] = (
+                key_node.start_mark.line + 1,
+                key_node.start_mark.column + 1,
+            )
             out[key] = self._value(value_node, child, doc, seen)
         return out
 

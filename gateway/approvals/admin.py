@@ -49,7 +49,7 @@ def may_decide(actor: Actor, record: ApprovalRecord, *, reject_self: bool) -> bo
     return not (reject_self and actor.identity == record.requester.identity)
 
 
-class ApprovalAdminServicer(admin_pb2_grpc.ApprovalAdminServicer):
+class ApprovalAdminServicer(admin_pb2_grpc.ApprovalAdminServicer):  # type: ignore[misc]  # generated
     """ApprovalAdmin over a `RedisApprovalStore` (None: approvals are not configured)."""
 
     def __init__(

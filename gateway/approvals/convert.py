@@ -7,6 +7,8 @@ server-side). The requester's view never carries the input.
 
 from __future__ import annotations
 
+import math
+
 import orjson
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -18,11 +20,8 @@ from gateway.redact import Redactor
 
 
 def _timestamp(seconds: float) -> Timestamp:
-    stamp = Timestamp()
-    whole = int(seconds // 1)
-    stamp.seconds = whole
-    stamp.nanos = min(int(round((seconds - whole) * 1e9)), 999_999_999)
-    return stamp
+    whole = math.floor(seconds)
+    return Timestamp(seconds=whole, nanos=min(round((seconds - whole) * 1e9), 999_999_999))
 
 
 def actor_to_proto(actor: Actor) -> types_pb2.Actor:
@@ -38,8 +37,9 @@ def actor_from_proto(message: types_pb2.Actor) -> Actor:
     )
 
 
-def status_to_proto(record: ApprovalRecord) -> types_pb2.ApprovalStatus.ValueType:
-    return types_pb2.ApprovalStatus.Value(f"APPROVAL_STATUS_{record.status.value.upper()}")
+def status_name(record: ApprovalRecord) -> str:
+    """The proto enum name of the record's status (`APPROVAL_STATUS_PENDING`, ...)."""
+    return f"APPROVAL_STATUS_{record.status.value.upper()}"
 
 
 def to_proto(
@@ -49,7 +49,7 @@ def to_proto(
     message = types_pb2.Approval(
         id=record.id,
         capability_id=record.capability_id,
-        status=status_to_proto(record),
+        status=status_name(record),
         reasons=record.reasons,
         message=record.message,
         created_at=_timestamp(record.created_at),

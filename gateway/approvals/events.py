@@ -102,6 +102,15 @@ class EventLog:
         rows = await self._redis.xrevrange(self._key, count=1)
         return _text(rows[0][0]) if rows else "0-0"
 
+    async def check(self, after: str) -> None:
+        """Raise WatchGap when events after `after` may be missing (before any blocking read)."""
+        try:
+            info: Any = await self._redis.xinfo_stream(self._key)
+        except ResponseError as exc:
+            info = exc  # no stream yet
+        if _gap(info, parse_id(after)):
+            raise WatchGap(after)
+
     async def read(self, after: str, *, block_ms: int, checked: bool) -> list[RawEvent]:
         """Events after `after`, waiting up to `block_ms`; `checked` raises WatchGap first."""
         if not checked:
@@ -126,7 +135,5 @@ def _rows(reply: Any) -> list[RawEvent]:
         for event_id, fields in entries:
             if not fields:
                 continue
-            out.append(
-                RawEvent(_text(event_id), _text(fields[b"type"]), _text(fields[b"id"]))
-            )
+            out.append(RawEvent(_text(event_id), _text(fields[b"type"]), _text(fields[b"id"])))
     return out

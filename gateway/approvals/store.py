@@ -143,8 +143,13 @@ class RedisApprovalStore:
         with _available():
             admitted = await self._scripts["reserve"](
                 keys=[self._keys.actor(record.requester.identity)],
-                args=[now, self._settings.max_pending_per_actor, record.id, record.expires_at,
-                      ttl_ms],
+                args=[
+                    now,
+                    self._settings.max_pending_per_actor,
+                    record.id,
+                    record.expires_at,
+                    ttl_ms,
+                ],
             )
             if not admitted:
                 raise CapabilityError(Code.APPROVAL_LIMIT_EXCEEDED, reason="pending cap reached")
@@ -376,6 +381,8 @@ class RedisApprovalStore:
         if after_event_id:
             parse_id(after_event_id)
             cursor = after_event_id
+            with _available():
+                await self._events.check(cursor)  # answer a gap at once, not after a block
         else:
             with _available():
                 cursor = await self._events.tail()

@@ -55,6 +55,11 @@ def short_sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:SHORT_HASH]
 
 
+def jwt_auth(node: Mapping[str, Any], base: Path) -> JwtAuth:
+    """The JwtAuth of one listener's `jwt` block (also used by the checks to pre-load keys)."""
+    return _Builder(base).jwt(node)
+
+
 class _Builder:
     def __init__(self, base: Path) -> None:
         self.base = base
@@ -97,7 +102,9 @@ class _Builder:
         pem = node.get("public_key_pem")
         if "public_key_file" in node:
             pem = Path(self.path(node["public_key_file"])).read_text()
-        return JwtKey(kid=node["kid"], alg=node["alg"], secret=node.get("secret"), public_key_pem=pem)
+        return JwtKey(
+            kid=node["kid"], alg=node["alg"], secret=node.get("secret"), public_key_pem=pem
+        )
 
     def listener(self, node: Mapping[str, Any]) -> Listener:
         auth, tls = node["auth"], self.tls(node.get("tls"))
@@ -113,7 +120,10 @@ class _Builder:
                 **_kw(mtls, {"kind": ("kind", _same), "issuer": ("issuer", _same)}),
             )
         elif auth == "trusted-local":
-            spec: Spec = {"issuer": ("issuer", _same), "allow_anonymous": ("allow_anonymous", _same)}
+            spec: Spec = {
+                "issuer": ("issuer", _same),
+                "allow_anonymous": ("allow_anonymous", _same),
+            }
             extra["trusted_local"] = TrustedLocalAuth(**_kw(node.get("trusted_local"), spec))
         return Listener(
             name=node["name"],
@@ -204,7 +214,9 @@ _APPROVAL: Spec = {
     "expires_in": ("expires_in_s", parse_duration),
     "inline_approver": ("inline_approver", _same),
 }
-_LIMITS: Spec = {k: (k, _same) for k in ("max_bytes", "max_depth", "max_list_length", "max_string_length")}
+_LIMITS: Spec = {
+    k: (k, _same) for k in ("max_bytes", "max_depth", "max_list_length", "max_string_length")
+}
 
 
 def _rules(nodes: Any) -> tuple[RedactRule, ...]:
@@ -244,7 +256,11 @@ def build_settings(root: Mapping[str, Any], base: Path, *, source: str, revision
             b.capability(n, upstreams, limits) for n in root.get("capabilities", ())
         ),
         policy_paths=tuple(b.path(p) for p in root.get("policies", {}).get("paths", ())),
-        redis=RedisSettings(**_kw(root.get("redis"), _simple("url", "key_prefix") | {"data_dir": ("data_dir", path)})),
+        redis=RedisSettings(
+            **_kw(
+                root.get("redis"), _simple("url", "key_prefix") | {"data_dir": ("data_dir", path)}
+            )
+        ),
         approvals=ApprovalSettings(**_kw(root.get("approvals"), _APPROVALS)),
         idempotency=IdempotencySettings(
             **_kw(root.get("idempotency"), _simple("enabled") | {"ttl": ("ttl_s", parse_duration)})
@@ -273,7 +289,9 @@ _APPROVALS: Spec = _simple(
 
 
 def _audit_spec(path: Callable[[Any], Any]) -> Spec:
-    return _simple("redis_stream", "redis_maxlen", "strict", "buffer", "hmac_key", "hmac_key_id") | {
+    return _simple(
+        "redis_stream", "redis_maxlen", "strict", "buffer", "hmac_key", "hmac_key_id"
+    ) | {
         "sinks": ("sinks", tuple),
         "file": ("file", path),
     }

@@ -15,8 +15,7 @@ import fastjsonschema
 from google.protobuf import descriptor_pb2
 from google.protobuf.message import DecodeError
 
-from gateway.config.context import Ctx, items, mapping, plain, seconds_of, text
-from gateway.config.listeners import check_port
+from gateway.config.context import Ctx, check_port, items, mapping, plain, seconds_of, text
 from gateway.config.problems import PathParts
 from gateway.config.source import LDict
 from gateway.redact import RedactPathError, parse_path
@@ -177,5 +176,6 @@ def _warn(cap: LDict, cap_id: str, surfaces: set[str]) -> None:
         )
     for surface, on in mapping(cap.get("expose")).items():
         if on is True and surface not in surfaces:
-            log.warning("capability %s: exposed on surface %s, which no listener serves", cap_id, surface)
-
+            log.warning(
+                "capability %s: exposed on surface %s, which no listener serves", cap_id, surface
+            )

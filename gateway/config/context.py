@@ -15,6 +15,8 @@ from gateway.config.durations import parse_duration
 from gateway.config.problems import PathParts, Problem
 from gateway.config.source import LDict, LList, problem_at
 
+MAX_PORT = 65535
+
 
 @dataclass
 class Ctx:
@@ -92,3 +94,13 @@ def plain(value: Any) -> Any:
     if isinstance(value, list):
         return [plain(v) for v in value]
     return value
+
+
+def is_unix(address: str) -> bool:
+    return address.startswith("unix:")
+
+
+def check_port(ctx: Ctx, address: str, parts: PathParts) -> None:
+    port = address.rpartition(":")[2]
+    if address and not is_unix(address) and port.isdigit() and int(port) > MAX_PORT:
+        ctx.fail(parts, f"port must be at most {MAX_PORT}")

@@ -1,7 +1,7 @@
 """The key reference in `docs/config.md`, generated from the published JSON Schema.
 
-    python -m gateway.config.docs           # rewrite the generated part of docs/config.md
-    python -m gateway.config.docs --check   # exit 1 when it is stale (a test runs the same)
+python -m gateway.config.docs           # rewrite the generated part of docs/config.md
+python -m gateway.config.docs --check   # exit 1 when it is stale (a test runs the same)
 """
 
 from __future__ import annotations

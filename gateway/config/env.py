@@ -36,9 +36,7 @@ def substitute(
                 return ""
             name = ref.group(1)
             if name not in environ:
-                problems.append(
-                    problem_at(root, parts, f"environment variable {name} is not set")
-                )
+                problems.append(problem_at(root, parts, f"environment variable {name} is not set"))
                 return ""
             used.add(environ[name])
             return environ[name]

@@ -7,21 +7,17 @@ than 32 bytes; public keys whose type does not match their pinned algorithm.
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from cryptography import x509
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
 from gateway.auth import jws
-from gateway.config.context import Ctx, items, mapping, text
+from gateway.config.context import Ctx, check_port, is_unix, items, mapping, plain, text
 from gateway.config.problems import PathParts
 from gateway.config.source import LDict
 
 _AUTH_BLOCKS = {"jwt": "jwt", "mtls": "mtls", "trusted_local": "trusted-local"}
 _ADMIN_ONLY = ("on_behalf_of", "auditor_roles")
-MAX_PORT = 65535
 
 
 def check_listeners(ctx: Ctx) -> None:
@@ -34,25 +30,19 @@ def check_listeners(ctx: Ctx) -> None:
             ctx.fail((*parts, "name"), f"duplicate listener name (also listeners[{names[name]}])")
         names.setdefault(name, i)
         if address in addresses and not address.endswith(":0"):  # port 0: each gets its own
-            ctx.fail((*parts, "address"), f"address already used by listeners[{addresses[address]}]")
+            ctx.fail(
+                (*parts, "address"), f"address already used by listeners[{addresses[address]}]"
+            )
         addresses.setdefault(address, i)
         _check_auth(ctx, listener, parts)
         _check_files(ctx, listener, parts)
 
 
-def is_unix(address: str) -> bool:
-    return address.startswith("unix:")
-
-
-def check_port(ctx: Ctx, address: str, parts: PathParts) -> None:
-    port = address.rpartition(":")[2]
-    if address and not is_unix(address) and port.isdigit() and int(port) > MAX_PORT:
-        ctx.fail(parts, f"port must be at most {MAX_PORT}")
-
-
 def _check_auth(ctx: Ctx, listener: LDict, parts: PathParts) -> None:
-    auth, role, surface = text(listener, "auth"), text(listener, "role", "caller"), text(
-        listener, "surface"
+    auth, role, surface = (
+        text(listener, "auth"),
+        text(listener, "role", "caller"),
+        text(listener, "surface"),
     )
     unix = is_unix(text(listener, "address"))
     check_port(ctx, text(listener, "address"), (*parts, "address"))
@@ -92,6 +82,7 @@ def _check_files(ctx: Ctx, listener: LDict, parts: PathParts) -> None:
 
 
 def _check_jwt(ctx: Ctx, jwt: LDict, parts: PathParts) -> None:
+    before = len(ctx.problems)
     if "keys" not in jwt and "jwks_file" not in jwt:
         ctx.fail(parts, "needs keys or jwks_file")
     ctx.whole_seconds(jwt, "max_lifetime", parts)
@@ -104,14 +95,29 @@ def _check_jwt(ctx: Ctx, jwt: LDict, parts: PathParts) -> None:
         if kid in kids:
             ctx.fail((*here, "kid"), f"duplicate kid (also keys[{kids[kid]}])")
         kids.setdefault(kid, k)
-        _check_key(ctx, key, here)
-    path = ctx.existing_file(jwt, "jwks_file", parts)
-    if path is not None:
-        for problem in _jwks_problems(path.read_bytes()):
-            ctx.fail((*parts, "jwks_file"), problem)
+        _check_key(ctx, key, here, pins_allowed="jwks_file" in jwt)
+    ctx.existing_file(jwt, "jwks_file", parts)
+    if len(ctx.problems) == before:
+        _check_with_verifier(ctx, jwt, parts)
 
 
-def _check_key(ctx: Ctx, key: LDict, parts: PathParts) -> None:
+def _check_with_verifier(ctx: Ctx, jwt: LDict, parts: PathParts) -> None:
+    """Load the keys exactly as the listener will, so that what passes here also starts there
+    (JWKS contents: `use`, private members, pins, key types, duplicate kids — ADR 0003)."""
+    from gateway.auth.jwt import load_keys  # noqa: PLC0415 - the verifier pulls in grpc
+    from gateway.config.build import jwt_auth  # noqa: PLC0415 - build imports the checks
+
+    try:
+        settings = jwt_auth(plain(jwt), ctx.base)
+    except (KeyError, TypeError, ValueError, OSError):
+        return  # malformed: the schema has reported it
+    try:
+        load_keys(settings)
+    except ValueError as exc:
+        ctx.fail(parts, str(exc))
+
+
+def _check_key(ctx: Ctx, key: LDict, parts: PathParts, *, pins_allowed: bool) -> None:
     alg = text(key, "alg")
     given = [m for m in ("secret", "public_key_pem", "public_key_file") if m in key]
     if alg == "HS256":
@@ -126,8 +132,8 @@ def _check_key(ctx: Ctx, key: LDict, parts: PathParts) -> None:
                 # A public key as an HMAC secret is the classic algorithm-confusion setup.
                 ctx.fail((*parts, "secret"), "an HS256 secret must not be a PEM key")
         return
-    if alg not in jws.ALGORITHMS:
-        return
+    if alg not in jws.ALGORITHMS or (not given and pins_allowed):
+        return  # a material-less key pins the alg of the JWKS key with its kid (ADR 0003)
     if len(given) != 1 or given[0] == "secret":
         ctx.fail(parts, f"an {alg} key needs exactly one of public_key_pem or public_key_file")
         return
@@ -154,32 +160,3 @@ def _pem_problem(data: bytes, alg: str) -> str | None:
     except ValueError as exc:
         return str(exc)
     return None
-
-
-def _jwks_problems(data: bytes) -> list[str]:
-    try:
-        document: Any = json.loads(data)
-    except ValueError:
-        return ["not a JSON document"]
-    keys = document.get("keys") if isinstance(document, dict) else None
-    if not isinstance(keys, list) or not keys:
-        return ["a JWKS needs a non-empty 'keys' list"]
-    out: list[str] = []
-    for n, jwk in enumerate(keys):
-        if not isinstance(jwk, dict):
-            out.append(f"JWKS key {n} is not an object")
-            continue
-        alg, kid = jwk.get("alg"), jwk.get("kid")
-        if not isinstance(kid, str) or not kid:
-            out.append(f"JWKS key {n} has no kid")
-        if alg not in jws.ALGORITHMS or alg == "HS256":
-            out.append(f"JWKS key {n} must pin alg to RS256, ES256 or EdDSA")
-            continue
-        try:
-            _, algs = jws.public_key_from_jwk(jwk)
-        except ValueError as exc:
-            out.append(f"JWKS key {n}: {exc}")
-            continue
-        if alg not in algs:
-            out.append(f"JWKS key {n}: key type does not match alg {alg}")
-    return out

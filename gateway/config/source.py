@@ -28,6 +28,13 @@ _SCALARS = {
     "tag:yaml.org,2002:str",
 }
 _AS_TEXT = {"tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:binary"}
+# Aliases share nodes, so a few lines can expand exponentially ("billion laughs"); no real
+# config comes near this many values.
+MAX_NODES = 200_000
+
+
+class _TooLarge(Exception):
+    pass
 
 
 class LDict(dict[str, Any]):
@@ -91,23 +98,38 @@ class _Builder:
         self.file = file
         self.problems: list[Problem] = []
         self._constructor = yaml.SafeLoader("")
+        self._count = 0
+        self._open: set[int] = set()
 
     def _loc(self, node: yaml.Node) -> Loc:
         return (self.file, node.start_mark.line + 1)
 
     def _fail(self, node: yaml.Node, parts: PathParts, message: str) -> None:
-        self.problems.append(Problem(format_path(parts), node.start_mark.line + 1, message, self.file))
+        self.problems.append(
+            Problem(format_path(parts), node.start_mark.line + 1, message, self.file)
+        )
 
     def build(self, node: yaml.Node, parts: PathParts) -> Any:
-        if isinstance(node, yaml.MappingNode):
-            return self._mapping(node, parts)
-        if isinstance(node, yaml.SequenceNode):
+        self._count += 1
+        if self._count > MAX_NODES:
+            raise _TooLarge
+        if isinstance(node, yaml.ScalarNode):
+            return self._scalar(node, parts)
+        if id(node) in self._open:
+            # An alias to an enclosing anchor (`a: &x [*x]`) would expand forever.
+            self._fail(node, parts, "recursive YAML alias")
+            return None
+        self._open.add(id(node))
+        try:
+            if isinstance(node, yaml.MappingNode):
+                return self._mapping(node, parts)
             seq = LList(self._loc(node))
             for i, item in enumerate(node.value):
                 seq.append(self.build(item, (*parts, i)))
                 seq.item_locs.append(self._loc(item))
             return seq
-        return self._scalar(node, parts)
+        finally:
+            self._open.discard(id(node))
 
     def _mapping(self, node: yaml.MappingNode, parts: PathParts) -> LDict:
         out = LDict(self._loc(node))
@@ -121,7 +143,9 @@ class _Builder:
                 continue
             if key in out:
                 first = out.key_locs[key][1]
-                self._fail(key_node, (*parts, key), f"duplicate key (first defined at line {first})")
+                self._fail(
+                    key_node, (*parts, key), f"duplicate key (first defined at line {first})"
+                )
                 continue
             out.key_locs[key] = self._loc(key_node)
             out[key] = self.build(value_node, (*parts, key))
@@ -156,11 +180,14 @@ def parse(source: SourceFile, label: str) -> tuple[Any, list[Problem]]:
     if node is None:
         return LDict((label, 1)), []
     builder = _Builder(label)
-    return builder.build(node, ()), builder.problems
+    try:
+        return builder.build(node, ()), builder.problems
+    except _TooLarge:
+        return None, [Problem("", None, f"more than {MAX_NODES} values (alias expansion?)", label)]
 
 
 def merge(into: LDict, other: LDict, parts: PathParts, problems: list[Problem]) -> None:
-    """Merge `other` into `into`: mappings merge, lists concatenate, any other repeat is an error."""
+    """Merge `other` into `into`: mappings merge, lists concatenate, other repeats are errors."""
     for key, value in other.items():
         here = (*parts, key)
         if key not in into:

@@ -45,7 +45,10 @@ def _cel_python() -> Backend:
     return CelPythonBackend()
 
 
-BACKENDS: dict[str, Callable[[], Backend]] = {"cel-expr-python": _cel_expr, "cel-python": _cel_python}
+BACKENDS: dict[str, Callable[[], Backend]] = {
+    "cel-expr-python": _cel_expr,
+    "cel-python": _cel_python,
+}
 
 
 def make_backend(name: str) -> Backend:

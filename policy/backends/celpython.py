@@ -15,6 +15,7 @@ from typing import Any
 
 import celpy
 from celpy import celtypes
+from celpy.evaluation import CELEvalError
 
 __all__ = ["CelPythonBackend", "to_cel"]
 
@@ -80,11 +81,11 @@ class CelPythonBackend:
     def run(self, program: Any, activation: Any) -> bool | str:
         try:
             result = program.evaluate(activation)
-        except celpy.CELEvalError as exc:
+        except CELEvalError as exc:
             return str(exc.args[0]) if exc.args else "evaluation error"
-        except Exception as exc:  # noqa: BLE001 - interpreter boundary: any fault fails closed (SI-7)
+        except Exception as exc:
             return f"evaluation error ({type(exc).__name__})"
-        if isinstance(result, celpy.CELEvalError):
+        if isinstance(result, CELEvalError):
             return str(result.args[0]) if result.args else "evaluation error"
         if isinstance(result, celtypes.BoolType):
             return bool(result)

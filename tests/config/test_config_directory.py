@@ -17,7 +17,9 @@ def split(base: dict[str, Any], directory: Path) -> None:
     first = {k: base[k] for k in ("version", "listeners", "upstreams")}
     first["capabilities"] = base["capabilities"][:1]
     (directory / "10-core.yaml").write_text(yaml.safe_dump(first))
-    (directory / "20-more.yaml").write_text(yaml.safe_dump({"capabilities": base["capabilities"][1:]}))
+    (directory / "20-more.yaml").write_text(
+        yaml.safe_dump({"capabilities": base["capabilities"][1:]})
+    )
     (directory / "30-audit.yaml").write_text(yaml.safe_dump({"audit": {"strict": True}}))
 
 

@@ -71,7 +71,8 @@ def test_a_rejected_secret_is_never_echoed(write, base, env):
     [problem] = info.value.problems
     assert problem.path_in_file == "listeners[0].jwt.keys[0].secret"
     assert problem.message == "HS256 secret must be at least 32 bytes"
-    assert "Zq9" not in str(info.value) and "Zq9" not in repr(info.value.problems)
+    assert "Zq9" not in str(info.value)
+    assert "Zq9" not in repr(info.value.problems)
 
 
 def test_substituted_values_are_scrubbed_even_where_a_message_quotes_a_path(write, base, env):

@@ -10,6 +10,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from gateway.auth import jws
 from gateway.config import ConfigError, load_settings
 
 UNIX = "unix:///tmp/capgate-test/capgate.sock"
@@ -111,8 +112,14 @@ REFUSALS: list[tuple[str, dict[str, Any], tuple[str, str]]] = [
     ),
     (
         "an RS256 key without key material",
-        listener(auth="jwt", jwt={"issuers": ["i"], "audience": "x", "keys": [{"kid": "a", "alg": "RS256"}]}),
-        ("listeners[1].jwt.keys[0]", "an RS256 key needs exactly one of public_key_pem or public_key_file"),
+        listener(
+            auth="jwt",
+            jwt={"issuers": ["i"], "audience": "x", "keys": [{"kid": "a", "alg": "RS256"}]},
+        ),
+        (
+            "listeners[1].jwt.keys[0]",
+            "an RS256 key needs exactly one of public_key_pem or public_key_file",
+        ),
     ),
     (
         "jwt with no keys at all",
@@ -152,8 +159,10 @@ def test_a_trusted_local_unix_listener_and_an_admin_listener_are_accepted(write,
     settings = load_settings(write(base), environ=env)
     local, admin = settings.listeners[1], settings.listeners[2]
     assert local.socket_mode == 0o600
-    assert local.trusted_local is not None and local.trusted_local.issuer == "local"
-    assert admin.role == "admin" and admin.on_behalf_of == (("idp", "inbox"),)
+    assert local.trusted_local is not None
+    assert local.trusted_local.issuer == "local"
+    assert admin.role == "admin"
+    assert admin.on_behalf_of == (("idp", "inbox"),)
 
 
 def _pem(key: Any) -> str:
@@ -183,7 +192,8 @@ def test_a_public_key_file_is_read_at_load(write, base, env, config_dir):
     base["listeners"].append(_rs256_with(lambda: {"public_key_file": "rs.pem"}))
     settings = load_settings(write(base), environ=env)
     jwt = settings.listeners[1].jwt
-    assert jwt is not None and jwt.keys[0].public_key_pem == _pem(rsa_key)
+    assert jwt is not None
+    assert jwt.keys[0].public_key_pem == _pem(rsa_key)
 
     (config_dir / "rs.pem").write_text("not a key")
     with pytest.raises(ConfigError) as info:
@@ -193,8 +203,27 @@ def test_a_public_key_file_is_read_at_load(write, base, env, config_dir):
     ]
 
 
-def test_jwks_file_keys_must_pin_their_algorithm(write, base, env, config_dir):
-    (config_dir / "jwks.json").write_text(json.dumps({"keys": [{"kty": "RSA", "kid": "x", "n": "AQAB", "e": "AQAB"}]}))
-    extra = listener(auth="jwt", jwt={"issuers": ["i"], "audience": "x", "jwks_file": "jwks.json"})
-    found = problems(write, base, env, extra)
-    assert ("listeners[1].jwt.jwks_file", "JWKS key 0 must pin alg to RS256, ES256 or EdDSA") in found
+def test_jwks_keys_need_an_alg_or_a_config_pin(write, base, env, config_dir):
+    rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = {**jws.public_jwk(rsa_key.public_key()), "kid": "idp-1"}
+    (config_dir / "jwks.json").write_text(json.dumps({"keys": [jwk]}))
+    jwt = {"issuers": ["i"], "audience": "x", "jwks_file": "jwks.json"}
+    found = problems(write, base, env, listener(auth="jwt", jwt=jwt))
+    assert found == {
+        ("listeners[1].jwt", "JWKS key 'idp-1' carries no 'alg' and no config key pins one")
+    }
+
+    jwt["keys"] = [{"kid": "idp-1", "alg": "RS256"}]  # a material-less pin (ADR 0003)
+    settings = load_settings(write(base), environ=env)
+    pinned = settings.listeners[1].jwt
+    assert pinned is not None
+    assert pinned.jwks_file == str(config_dir / "jwks.json")
+
+
+def test_a_jwks_that_the_listener_would_refuse_is_refused_at_load(write, base, env, config_dir):
+    rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = {**jws.public_jwk(rsa_key.public_key()), "kid": "idp-1", "alg": "RS256", "use": "enc"}
+    (config_dir / "jwks.json").write_text(json.dumps({"keys": [jwk]}))
+    jwt = {"issuers": ["i"], "audience": "x", "jwks_file": "jwks.json"}
+    found = problems(write, base, env, listener(auth="jwt", jwt=jwt))
+    assert found == {("listeners[1].jwt", "JWKS key 'idp-1': 'use' must be 'sig'")}

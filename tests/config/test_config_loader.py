@@ -31,8 +31,10 @@ def test_valid_config_builds_frozen_settings(write, base, env, config_dir):
     assert make.method == "/capgate.v1.Procedure/Invoke"  # procedure default
     assert make.input_schema == {"type": "object", "properties": {"name": {"type": "string"}}}
     assert type(make.input_schema) is dict  # no loader internals leak out
-    assert get.exposed_on("agent") and not make.exposed_on("agent")
-    assert len(settings.revision) == 16 and int(settings.revision, 16) >= 0
+    assert get.exposed_on("agent")
+    assert not make.exposed_on("agent")
+    assert len(settings.revision) == 16
+    assert int(settings.revision, 16) >= 0
     assert settings.source == str(path)
     with pytest.raises(AttributeError):
         settings.revision = "x"  # type: ignore[misc]
@@ -41,6 +43,7 @@ def test_valid_config_builds_frozen_settings(write, base, env, config_dir):
 
 
 def test_every_problem_is_reported_at_once_with_line_numbers(write, env):
+    env["S"] = env["JWT_SECRET"]
     text = """\
 version: 1
 listeners:
@@ -48,7 +51,7 @@ listeners:
     address: 127.0.0.1:7443
     surface: agent
     auth: jwt
-    jwt: {issuers: [idp], audience: capgate, keys: [{kid: k1, alg: HS256, secret: "{{ env.JWT_SECRET }}"}]}
+    jwt: {issuers: [idp], audience: capgate, keys: [{kid: k1, alg: HS256, secret: "{{ env.S }}"}]}
     colour: blue
 upstreams:
   things: {address: 127.0.0.1:50051, descriptor_set: things.pb}
@@ -92,7 +95,8 @@ capabilities:
 def test_yaml_syntax_error_names_the_line(write, env):
     found = problems_of(write("version: 1\nlisteners: [\n  - oops: {\n"), env)
     assert len(found) == 1
-    assert found[0][1] is not None and found[0][1] >= 3
+    assert found[0][1] is not None
+    assert found[0][1] >= 3
 
 
 def test_duplicate_yaml_key_is_a_problem_not_a_silent_overwrite(write, env):
@@ -119,7 +123,9 @@ def test_file_paths_resolve_against_the_config_directory_and_must_exist(write, b
 
 def test_methods_are_checked_against_the_descriptor_set(write, base, env):
     base["capabilities"][0]["method"] = "/t.v1.Things/Watch"
-    base["capabilities"].append({**base["capabilities"][0], "id": "a.b", "method": "/t.v1.Things/Nope"})
+    base["capabilities"].append(
+        {**base["capabilities"][0], "id": "a.b", "method": "/t.v1.Things/Nope"}
+    )
     base["capabilities"].append({**base["capabilities"][0], "id": "a.c"})
     del base["capabilities"][-1]["method"]
     found = {(p, m) for p, _, m in problems_of(write(base), env)}
@@ -152,7 +158,10 @@ def test_redaction_paths_and_hmac_key_are_checked(write, base, env):
         "output": [{"path": "$..deep", "action": "mask"}, {"path": "$.email", "action": "hmac"}]
     }
     found = {p for p, _, _ in problems_of(write(base), env)}
-    assert found == {"capabilities[0].redact.output[0].path", "capabilities[0].redact.output[1].action"}
+    assert found == {
+        "capabilities[0].redact.output[0].path",
+        "capabilities[0].redact.output[1].action",
+    }
 
 
 def test_durations_become_seconds(write, base, env):
@@ -169,7 +178,8 @@ def test_durations_become_seconds(write, base, env):
     assert (got.approval.expires_in_s, got.approval.roles) == (90.0, ("manager",))
     assert settings.approvals.default_expires_in_s == 900.0
     assert settings.approvals.retention_s == 168 * 3600.0
-    assert settings.listeners[0].jwt is not None and settings.listeners[0].jwt.max_lifetime_s == 7200
+    assert settings.listeners[0].jwt is not None
+    assert settings.listeners[0].jwt.max_lifetime_s == 7200
 
 
 @pytest.mark.parametrize(
@@ -228,7 +238,9 @@ def test_retry_on_a_non_idempotent_write_is_accepted_with_a_warning(write, base,
     with caplog.at_level(logging.WARNING, logger="gateway.config"):
         settings = load_settings(write(base), environ=env)
     assert settings.capabilities[1].retry.max_attempts == 2
-    assert any("things.make" in r.getMessage() and "SI-11" in r.getMessage() for r in caplog.records)
+    assert any(
+        "things.make" in r.getMessage() and "SI-11" in r.getMessage() for r in caplog.records
+    )
 
     caplog.clear()
     base["capabilities"][1]["idempotent"] = True

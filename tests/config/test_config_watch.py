@@ -104,7 +104,8 @@ def test_an_unchanged_config_is_not_reloaded(base, env, write):
     assert watcher.poll() is False
     path.write_text(path.read_text())  # touched, same bytes
     assert watcher.poll() is False
-    assert seen.changes == [] and seen.errors == []
+    assert seen.changes == []
+    assert seen.errors == []
 
 
 def test_a_policy_file_edit_triggers_a_reload(base, env, write, config_dir):

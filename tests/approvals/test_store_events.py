@@ -1,0 +1,127 @@
+"""The event stream: resumable watch, gaps answered as such, the requester's long-poll."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio as aioredis
+from approvalkit import ALICE, BOB, FakeClock, new_record
+
+from gateway.approvals import ApprovalEventRecord, RedisApprovalStore, Status, WatchGap
+
+pytestmark = pytest.mark.integration
+
+
+async def _take(stream: AsyncIterator[ApprovalEventRecord], n: int) -> list[ApprovalEventRecord]:
+    out: list[ApprovalEventRecord] = []
+    async with asyncio.timeout(10):
+        async for event in stream:
+            out.append(event)
+            if len(out) == n:
+                break
+    return out
+
+
+async def _decide(store: RedisApprovalStore, approval_id: str, input_hash: str) -> None:
+    await store.decide(
+        approval_id, approve=True, approver=BOB, via=None, note="", input_hash=input_hash
+    )
+
+
+async def test_a_watch_resumed_from_an_event_id_loses_no_event(
+    store: RedisApprovalStore, clock: FakeClock
+) -> None:
+    stream = store.watch()
+    first_task = asyncio.create_task(_take(stream, 2))
+    await asyncio.sleep(0.05)  # let the watch take its starting position
+    a = await store.create(new_record(clock))
+    await _decide(store, a.id, a.input_hash)
+    first = await first_task
+    await stream.aclose()  # the client disconnects
+    assert [(e.type, e.approval_id) for e in first] == [("requested", a.id), ("approved", a.id)]
+    assert first[1].record is not None
+    assert first[1].record.status is Status.APPROVED
+
+    # Events that happen while nobody watches...
+    b = await store.create(new_record(clock))
+    await store.consume(a.id, requester=ALICE, surface="agent", execution_id="e1")
+    await _decide(store, b.id, b.input_hash)
+    # ...are all delivered after reconnecting from the last id seen, in order.
+    resumed = await _take(store.watch(first[-1].event_id), 3)
+    assert [(e.type, e.approval_id) for e in resumed] == [
+        ("requested", b.id),
+        ("consumed", a.id),
+        ("approved", b.id),
+    ]
+    ids = [e.event_id for e in first + resumed]
+    assert ids == sorted(ids, key=lambda i: tuple(map(int, i.split("-"))))
+
+
+async def test_watching_from_a_trimmed_id_is_a_gap(
+    store: RedisApprovalStore, clock: FakeClock, redis_client: aioredis.Redis
+) -> None:
+    records = [await store.create(new_record(clock)) for _ in range(4)]
+    rows = await redis_client.xrange(store.keys.events)
+    oldest = rows[0][0].decode()
+    await redis_client.xtrim(store.keys.events, maxlen=2, approximate=False)
+    with pytest.raises(WatchGap):
+        await _take(store.watch(oldest), 1)
+    # From an id still held, the rest arrives.
+    held = rows[2][0].decode()
+    rest = await _take(store.watch(held), 1)
+    assert [e.approval_id for e in rest] == [records[3].id]
+
+
+async def test_an_id_the_stream_never_issued_is_a_gap(
+    store: RedisApprovalStore, clock: FakeClock
+) -> None:
+    await store.create(new_record(clock))
+    future = f"{int(time.time() * 1000) + 3_600_000}-0"
+    with pytest.raises(WatchGap):
+        await _take(store.watch(future), 1)
+
+
+async def test_an_id_on_a_stream_that_does_not_exist_is_a_gap(store: RedisApprovalStore) -> None:
+    with pytest.raises(WatchGap):
+        await _take(store.watch("1700000000000-0"), 1)
+
+
+async def test_a_malformed_event_id_is_refused(store: RedisApprovalStore) -> None:
+    with pytest.raises(ValueError):
+        await _take(store.watch("yesterday"), 1)
+
+
+async def test_wait_returns_as_soon_as_the_approval_is_decided(
+    store: RedisApprovalStore, clock: FakeClock
+) -> None:
+    record = await store.create(new_record(clock))
+    waiter = asyncio.create_task(store.wait(record.id, timeout_s=20))
+    await asyncio.sleep(0.05)
+    assert not waiter.done()
+    await store.create(new_record(clock))  # another approval's event does not end the wait
+    await asyncio.sleep(0.05)
+    assert not waiter.done()
+    started = time.monotonic()
+    await _decide(store, record.id, record.input_hash)
+    decided = await asyncio.wait_for(waiter, 5)
+    assert decided is not None
+    assert decided.status is Status.APPROVED
+    assert time.monotonic() - started < 1.0
+
+
+async def test_wait_ends_at_its_timeout_with_the_pending_record(
+    store: RedisApprovalStore, clock: FakeClock
+) -> None:
+    record = await store.create(new_record(clock))
+    started = time.monotonic()
+    still = await store.wait(record.id, timeout_s=0.2)
+    assert still is not None
+    assert still.status is Status.PENDING
+    assert 0.15 < time.monotonic() - started < 1.5
+
+
+async def test_wait_on_an_unknown_approval_answers_none(store: RedisApprovalStore) -> None:
+    assert await store.wait("unknown", timeout_s=5) is None
