@@ -101,7 +101,7 @@ async def script(demo: Demo) -> None:
 
     print("\nApproval flow:")
     admin = admin_pb2_grpc.ApprovalAdminStub(demo.admin)
-    pending = await demo.invoke(ALICE, "orders.refund", {"order_id": "o-1002", "amount": 750, "reason": "damaged"})
+    pending = await demo.invoke(ALICE, "orders.refund", {"order_id": "o-1001", "amount": 750, "reason": "damaged"})
     demo.expect("a refund over 500 needs a manager's approval", pending, "approval_required")
     approval = pending.approval_required.approval
     carols = await demo.invoke(CAROL, "orders.refund", {"order_id": "o-1003", "amount": 900})

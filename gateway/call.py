@@ -37,7 +37,7 @@ class Signer(Protocol):
         capability_id: str,
         surface: str,
         approval_id: str | None = None,
-        approver: Actor | None = None,
+        approver: str | None = None,
     ) -> str: ...
 
 

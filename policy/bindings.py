@@ -1,7 +1,8 @@
 """One request's CEL variables, normalised once per request (never per expression).
 
 Missing actor or capability fields get empty defaults so that a policy reading
-`actor.roles` on an actor without roles sees `[]` rather than failing. `input` is bound
+`actor.roles` on an actor without roles sees `[]` rather than failing; fields of the
+wrong type are passed through, so policies reading them fail closed. `input` is bound
 only in the invocation and execution phases; `approval` only in execution, where it is
 always bound (null without an approval).
 """
@@ -29,12 +30,12 @@ def bindings_for(
             "id": actor.get("id", ""),
             "kind": actor.get("kind", ""),
             "issuer": actor.get("issuer", ""),
-            "roles": list(actor.get("roles") or ()),
-            "attributes": dict(actor.get("attributes") or {}),
+            "roles": _list(actor.get("roles")),
+            "attributes": actor.get("attributes") or {},
         },
         "capability": {
             "id": capability.get("id", ""),
-            "tags": list(capability.get("tags") or ()),
+            "tags": _list(capability.get("tags")),
             "side_effect": capability.get("side_effect", ""),
             "risk": capability.get("risk", ""),
         },
@@ -66,11 +67,19 @@ def _approval(approval: Mapping[str, Any]) -> dict[str, Any]:
         "approver": {
             "id": approver.get("id", ""),
             "issuer": approver.get("issuer", ""),
-            "roles": list(approver.get("roles") or ()),
+            "roles": _list(approver.get("roles")),
         },
         "decided_at": _aware(decided) if isinstance(decided, datetime) else None,
-        "reasons": list(approval.get("reasons") or ()),
+        "reasons": _list(approval.get("reasons")),
     }
+
+
+def _list(value: Any) -> Any:
+    """Lists as lists (tuples too); a value of another type is passed through unchanged,
+    so a policy using it as a list fails closed instead of matching by accident."""
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list | tuple) else value
 
 
 def _aware(moment: Any) -> datetime:

@@ -99,7 +99,9 @@ class PolicyWatcher:
         try:
             fresh = load_policy_set(self._directory, **self._options)
         except PolicyLoadError as exc:
-            _log.warning("policy reload failed; keeping revision %s: %s", self._revision_in_force(), exc)
+            _log.warning(
+                "policy reload failed; keeping revision %s: %s", self._revision_in_force(), exc
+            )
             self._notify(self._on_error, exc)
             return False
         self._seen = fresh.revision  # what was actually read, if the files moved meanwhile
@@ -118,7 +120,7 @@ class PolicyWatcher:
         while not self._stop.wait(self._interval):
             try:
                 self.poll()
-            except Exception as exc:  # noqa: BLE001 - the watcher thread must outlive any fault
+            except Exception as exc:
                 _log.exception("policy watcher poll failed")
                 self._notify(self._on_error, exc)
 
@@ -126,5 +128,5 @@ class PolicyWatcher:
     def _notify(callback: Callable[[Any], None], value: Any) -> None:
         try:
             callback(value)
-        except Exception:  # noqa: BLE001 - a failing callback must not stop the watcher
+        except Exception:
             _log.exception("policy watcher callback failed")

@@ -34,7 +34,8 @@ def forwarded_metadata(call: Call, rt: Runtime) -> list[tuple[str, str]]:
     if call.approval is not None:
         md.append(("x-capgate-approval-id", call.approval.id))
     if rt.signer is not None:
-        approver = call.approval.decided_by if call.approval is not None else None
+        decided_by = call.approval.decided_by if call.approval is not None else None
+        approver = decided_by.id if decided_by is not None else None
         token = rt.signer.sign(
             call.actor, upstream=cap.upstream, execution_id=call.execution_id,
             capability_id=cap.id, surface=call.surface,

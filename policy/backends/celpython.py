@@ -53,6 +53,20 @@ def to_cel(value: Any) -> Any:
     raise TypeError(f"unsupported value type {type(value).__name__}")
 
 
+class _Activation(dict[str, Any]):
+    """celpy's variables, remembering which could not be converted and why."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unconvertible: dict[str, str] = {}
+
+    def explain(self, error: str) -> str:
+        for name, reason in self.unconvertible.items():
+            if f"'{name}'" in error:
+                return reason
+        return error
+
+
 class CelPythonBackend:
     """cel-python's interpreter; roughly a hundred times slower than cel-expr-python."""
 
@@ -68,25 +82,29 @@ class CelPythonBackend:
             raise ValueError(f"cel-python cannot parse this expression: {exc}") from None
 
     def activation(self, bindings: dict[str, Any]) -> Any:
-        converted = {}
+        activation = _Activation()
         for name, value in bindings.items():
             try:
-                converted[name] = to_cel(value)
-            except (OverflowError, TypeError):
+                activation[name] = to_cel(value)
+            except (OverflowError, TypeError) as exc:
                 # Leave it unbound: only programs that read it fail, as with cel-cpp,
                 # which converts each variable on first use.
-                continue
-        return converted
+                activation.unconvertible[name] = (
+                    "integer value out of range"
+                    if isinstance(exc, OverflowError)
+                    else "non-CEL value type"
+                )
+        return activation
 
-    def run(self, program: Any, activation: Any) -> bool | str:
+    def run(self, program: Any, activation: _Activation) -> bool | str:
         try:
             result = program.evaluate(activation)
         except CELEvalError as exc:
-            return str(exc.args[0]) if exc.args else "evaluation error"
-        except Exception as exc:
+            return activation.explain(str(exc.args[0]) if exc.args else "evaluation error")
+        except Exception as exc:  # interpreter boundary: any fault fails closed (SI-7)
             return f"evaluation error ({type(exc).__name__})"
         if isinstance(result, CELEvalError):
-            return str(result.args[0]) if result.args else "evaluation error"
+            return activation.explain(str(result.args[0]) if result.args else "evaluation error")
         if isinstance(result, celtypes.BoolType):
             return bool(result)
         return f"result is {type(result).__name__}, not bool"

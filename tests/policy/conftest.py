@@ -58,8 +58,18 @@ def _request(
     actor_id: str = "u-alice",
 ) -> EvalRequest:
     return EvalRequest(
-        actor={"id": actor_id, "kind": kind, "issuer": "https://idp.example.com", "roles": list(roles)},
-        capability={"id": capability, "tags": list(tags), "side_effect": side_effect, "risk": "high"},
+        actor={
+            "id": actor_id,
+            "kind": kind,
+            "issuer": "https://idp.example.com",
+            "roles": list(roles),
+        },
+        capability={
+            "id": capability,
+            "tags": list(tags),
+            "side_effect": side_effect,
+            "risk": "high",
+        },
         capability_policies=tuple(policies),
         surface=surface,
         input=input,

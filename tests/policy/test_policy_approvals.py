@@ -18,7 +18,10 @@ policies:
     rules:
       - when: "true"
         effect: require-approval
-        approval: {reason: High-risk capability., approvers: {roles: [security, manager]}, expires_in: 1h30m}
+        approval:
+          reason: High-risk capability.
+          approvers: {roles: [security, manager]}
+          expires_in: 1h30m
   - name: plain
     rules:
       - when: "true"
@@ -107,7 +110,9 @@ def test_shadow_requirements_do_not_join_the_merged_requirement(load_policies, m
           - name: trial
             mode: shadow
             rules:
-              - {when: "true", effect: require-approval, approval: {approvers: {roles: [cfo]}, expires_in: 5m}}
+              - when: "true"
+                effect: require-approval
+                approval: {approvers: {roles: [cfo]}, expires_in: 5m}
         """
     )
 

@@ -147,11 +147,8 @@ def test_a_catastrophic_backtracking_regex_runs_in_linear_time(
     assert stances_by_policy(evaluation)["code-format"].error is None
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_malformed_actor_fields_fail_closed_instead_of_raising(
-    load_policies, make_request, backend
-):
-    policy_set = load_policies(POLICIES, backend=backend)
+def test_an_actor_field_of_the_wrong_type_fails_closed(load_policies, make_request):
+    policy_set = load_policies(POLICIES)
     request = make_request(input={"amount": 1, "items": [], "code": "a"})
     odd_actor = type(request)(
         actor={"id": "u", "roles": "admin"},  # a string where a list belongs
@@ -162,16 +159,18 @@ def test_malformed_actor_fields_fail_closed_instead_of_raising(
 
     evaluation = policy_set.evaluate_all(Phase.INVOCATION, odd_actor)
 
-    assert stances_by_policy(evaluation)["role-check"].error is None or evaluation.failed
+    assert stances_by_policy(evaluation)["role-check"].error == "when: no matching overload"
+    assert evaluation.failed is True
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_lone_surrogate_in_input_fails_closed(load_policies, make_request, backend):
-    policy_set = load_policies(POLICIES, backend=backend)
+def test_a_string_cel_cpp_cannot_hold_fails_closed(load_policies, make_request):
+    policy_set = load_policies(POLICIES)
 
     evaluation = policy_set.evaluate_all(
         Phase.INVOCATION, make_request(input={"amount": 1, "items": ["\ud800"], "code": "a"})
     )
 
-    assert evaluation.decision in (Decision.DENY, Decision.ALLOW)
-    assert all(s.error is None or s.effect is Decision.DENY for s in evaluation.stances)
+    stances = stances_by_policy(evaluation)
+    assert stances["item-scan"].error == "when: evaluation error"
+    assert stances["role-check"].error is None
+    assert evaluation.failed is True

@@ -150,7 +150,9 @@ def test_a_shadow_policy_that_fails_is_recorded_but_not_enforced(load_policies, 
     ],
 )
 def test_error_text_never_quotes_request_values(load_policies, make_request, when, value, error):
-    policy_set = load_policies(f"policies: [{{name: p, rules: [{{when: '{when}', effect: allow}}]}}]")
+    policy_set = load_policies(
+        f"policies: [{{name: p, rules: [{{when: '{when}', effect: allow}}]}}]"
+    )
     request = make_request(input={"text": "x", "table": {}, "secret": value})
 
     (stance,) = policy_set.evaluate_all(Phase.INVOCATION, request).stances

@@ -66,7 +66,9 @@ def test_the_message_comes_from_the_first_stance_with_the_winning_effect(
     )
 
     winner = EXPECTED[first, second]
-    expected = None if winner is Decision.ALLOW else ("from first" if first is winner else "from second")
+    expected = (
+        None if winner is Decision.ALLOW else ("from first" if first is winner else "from second")
+    )
     assert evaluation.message == expected
 
 

@@ -94,3 +94,61 @@ class FakeTime:
     def kwargs(self, **extra: Any) -> dict[str, Any]:
         return {"clock": self.clock, "sleep": self.sleep, "on_retry": self.on_retry,
                 "jitter": lambda: 1.0, **extra}
+
+
+@dataclass
+class Pki:
+    """A throwaway CA with one server and one client certificate (PEM files)."""
+
+    ca: Path
+    server_cert: Path
+    server_key: Path
+    client_cert: Path
+    client_key: Path
+
+
+def make_pki(out: Path, server_name: str) -> Pki:
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+
+    def name(cn: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    def cert(subject: str, key: Any, issuer: str, issuer_key: Any, *, ca: bool,
+             san: str | None = None) -> x509.Certificate:
+        builder = (x509.CertificateBuilder().subject_name(name(subject)).issuer_name(name(issuer))
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(minutes=5))
+                   .not_valid_after(now + datetime.timedelta(days=1))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if san:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName([x509.DNSName(san)]), critical=False)
+        return builder.sign(issuer_key, hashes.SHA256())
+
+    def write(path: Path, data: bytes) -> Path:
+        path.write_bytes(data)
+        return path
+
+    def pem_key(key: Any) -> bytes:
+        return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                 serialization.NoEncryption())
+
+    ca_key, server_key, client_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))
+    ca = cert("test-ca", ca_key, "test-ca", ca_key, ca=True)
+    server = cert(server_name, server_key, "test-ca", ca_key, ca=False, san=server_name)
+    client = cert("capgate", client_key, "test-ca", ca_key, ca=False, san="capgate")
+    pem = serialization.Encoding.PEM
+    return Pki(
+        ca=write(out / "ca.pem", ca.public_bytes(pem)),
+        server_cert=write(out / "server.pem", server.public_bytes(pem)),
+        server_key=write(out / "server.key", pem_key(server_key)),
+        client_cert=write(out / "client.pem", client.public_bytes(pem)),
+        client_key=write(out / "client.key", pem_key(client_key)),
+    )
