@@ -33,7 +33,12 @@ from gateway.stages.policies import (
     reevaluate_invocation_policies,
 )
 from gateway.stages.resolve import resolve_capability
-from gateway.stages.resume import consume_approval, load_approval, verify_approval_binding
+from gateway.stages.resume import (
+    consume_approval,
+    load_approval,
+    verify_capability_digest,
+    verify_input_hash,
+)
 from gateway.stages.validate import validate_input
 
 log = logging.getLogger("capgate.pipeline")
@@ -74,8 +79,9 @@ RESUME: tuple[Stage, ...] = (
     Stage(8, "approval-load", load_approval, "agent.approval_request"),
     INVOKE[1],
     INVOKE[2],
-    Stage(8, "approval-binding", verify_approval_binding),
+    Stage(8, "approval-input-hash", verify_input_hash),
     INVOKE[3],
+    Stage(8, "approval-capability-digest", verify_capability_digest),
     INVOKE[4],
     Stage(7, "invocation-policies", reevaluate_invocation_policies, "agent.policy_evaluation"),
     Stage(8, "approval-consume", consume_approval, "agent.approval_request"),

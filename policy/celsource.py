@@ -93,7 +93,7 @@ def _tidy(message: str) -> str:
 
 def issue_at(expr: ExprSpec, line: int, column: int, message: str) -> LoadIssue:
     """A load issue at a position inside `expr`, mapped to the file."""
-    file_line, file_column, exact = expr.site.locate(line, column)
+    file_line, file_column, exact = expr.site.locate(expr.text, line, column)
     if not exact and (line, column) != (1, 1):
         message = f"{message} (expression line {line}, column {column})"
     return LoadIssue(expr.path, file_line, file_column, expr.policy, expr.rule, message)

@@ -24,24 +24,28 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 @dataclass(frozen=True, slots=True)
 class ScalarSite:
-    """Where a scalar's text starts, and whether offsets inside it map back exactly.
+    """Where a scalar's text lives in the file, piece by piece.
 
-    `block` scalars (`|`) keep their lines: expression line k sits on file line
-    `line + k - 1`. Single-line scalars map columns exactly when the source spells the
-    value verbatim (no escapes). Other styles only locate the scalar's start.
+    `segments` are the source stretches (line, column, length; 1-based) whose texts,
+    joined by one separator character each (a space where YAML folds lines, a newline
+    in `|` blocks), spell the value exactly. When no such mapping exists (escapes,
+    blank lines in folded text) `segments` is empty and only the start is known.
     """
 
     line: int
     column: int
-    block: bool
-    exact: bool
+    segments: tuple[tuple[int, int, int], ...] = ()
 
-    def locate(self, expr_line: int, expr_column: int) -> tuple[int, int, bool]:
-        """File (line, column) of a 1-based position inside the scalar's value."""
-        if self.block:
-            return self.line + expr_line - 1, self.column + expr_column - 1, True
-        if self.exact and expr_line == 1:
-            return self.line, self.column + expr_column - 1, True
+    def locate(self, text: str, expr_line: int, expr_column: int) -> tuple[int, int, bool]:
+        """File (line, column) of a 1-based position in `text` (the scalar's value)."""
+        lines = text.split("\n")
+        if not self.segments or expr_line > len(lines):
+            return self.line, self.column, False
+        offset = sum(len(line) + 1 for line in lines[: expr_line - 1]) + expr_column - 1
+        for line, column, length in self.segments:
+            if offset <= length:
+                return line, column + offset, True
+            offset -= length + 1
         return self.line, self.column, False
 
 
@@ -145,20 +149,62 @@ class _Walker:
         return out
 
     def _site(self, node: yaml.ScalarNode) -> ScalarSite:
-        start, end = node.start_mark, node.end_mark
-        if node.style == "|":
-            first, indent = self._block_body(start.line + 1)
-            return ScalarSite(first + 1, indent + 1, block=True, exact=True)
-        quoted = node.style in {"'", '"'}
-        single_line = start.line == end.line
-        spelled = end.column - start.column - (2 if quoted else 0)
-        exact = single_line and node.style in {None, "'", '"'} and spelled == len(node.value)
-        return ScalarSite(start.line + 1, start.column + 1 + int(quoted), block=False, exact=exact)
+        quoted = int(node.style in {"'", '"'})
+        start = node.start_mark
+        segments = self._segments(node, quoted)
+        if segments:
+            return ScalarSite(segments[0][0], segments[0][1], segments)
+        return ScalarSite(start.line + 1, start.column + 1 + quoted)
 
-    def _block_body(self, line: int) -> tuple[int, int]:
-        """First line of a block scalar's body (0-based) and its indentation."""
-        for index in range(line, len(self.lines)):
-            text = self.lines[index]
-            if text.strip():
-                return line, len(text) - len(text.lstrip(" "))
-        return line, 0
+    def _segments(self, node: yaml.ScalarNode, quoted: int) -> tuple[tuple[int, int, int], ...]:
+        """Source stretches spelling the value, or () when they do not (see ScalarSite)."""
+        start, end = node.start_mark, node.end_mark
+        pieces: list[tuple[int, int, str]] = []  # 0-based line and column, text
+        if node.style in {"|", ">"}:
+            pieces = self._block_lines(start.line + 1)
+            value = node.value.rstrip("\n")
+        elif start.line == end.line:
+            text = self.lines[start.line][start.column + quoted : end.column - quoted]
+            pieces = [(start.line, start.column + quoted, text)]
+            value = node.value
+        elif node.style is None:
+            for i in range(start.line, end.line + 1):
+                line = self.lines[i]
+                text = (
+                    line[start.column :]
+                    if i == start.line
+                    else line[: end.column if i == end.line else None]
+                )
+                stripped = text.strip()
+                pieces.append(
+                    (
+                        i,
+                        len(text) - len(text.lstrip()) + (start.column if i == start.line else 0),
+                        stripped,
+                    )
+                )
+            value = node.value
+        joiner = "\n" if node.style == "|" else " "
+        if not pieces or joiner.join(p[2] for p in pieces) != value:
+            return ()
+        return tuple((line + 1, column + 1, len(text)) for line, column, text in pieces)
+
+    def _block_lines(self, first: int) -> list[tuple[int, int, str]]:
+        """The body of a block scalar starting at 0-based line `first`, indentation removed."""
+        body = [i for i in range(first, len(self.lines)) if self.lines[i].strip()]
+        if not body:
+            return []
+        indent = _indent(self.lines[body[0]])
+        pieces: list[tuple[int, int, str]] = []
+        for index in range(first, len(self.lines)):
+            line = self.lines[index]
+            if line.strip() and _indent(line) < indent:
+                break
+            pieces.append((index, indent, line[indent:]))
+        while pieces and not pieces[-1][2].strip():
+            pieces.pop()
+        return pieces
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))

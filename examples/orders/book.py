@@ -50,7 +50,7 @@ def _when(text: str) -> Timestamp:
 def _order(
     order_id: str,
     customer: str,
-    status: int,
+    status: pb.OrderStatus,
     items: Iterable[tuple[str, int, int]],
     created: str,
     email: str,

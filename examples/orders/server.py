@@ -205,15 +205,18 @@ class ProcedureService(procedure_pb2_grpc.ProcedureServicer):
             value = orjson.loads(request.input_json or "{}")
         except orjson.JSONDecodeError:
             value = None
-        if handler is None or not isinstance(value, dict):
-            # Not a contract error: the gateway sent what its config says, so this is a bug.
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT if handler else grpc.StatusCode.UNIMPLEMENTED,
-                "cannot serve this",
-            )
-        key = str(value.get("order_id") or value.get("customer_id") or "")
+        key = (
+            str(value.get("order_id") or value.get("customer_id") or "")
+            if isinstance(value, dict)
+            else ""
+        )
 
         def produce() -> str:
+            # Not contract errors: the gateway sends what its config says, so these are bugs.
+            if handler is None:
+                raise bk.Refusal(grpc.StatusCode.UNIMPLEMENTED, "unknown capability")
+            if not isinstance(value, dict):
+                raise bk.Refusal(grpc.StatusCode.INVALID_ARGUMENT, "input is not a JSON object")
             return orjson.dumps(handler(value)).decode()
 
         def spoil(_reply: str, mode: str) -> str:
@@ -255,8 +258,10 @@ async def serve(
     actor_jwks: Mapping[str, Any] | None = None,
     actor_issuer: str = "capgate",
     actor_audience: str = "orders",
+    credentials: grpc.ServerCredentials | None = None,
 ) -> tuple[grpc.aio.Server, int]:
-    """Start the server on `address`; return it and the bound port (0 for unix sockets)."""
+    """Start the server on `address` (TLS with `credentials`); return it and the bound port
+    (0 for unix sockets)."""
     state = state or State()
     if actor_jwks is not None:
         state.recorder.verifier = actor_verifier(
@@ -276,7 +281,10 @@ async def serve(
         reflection.SERVICE_NAME,
     ]
     reflection.enable_server_reflection(names, server)
-    port = server.add_insecure_port(address)
+    if credentials is None:
+        port = server.add_insecure_port(address)
+    else:
+        port = server.add_secure_port(address, credentials)
     await server.start()
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     return server, port

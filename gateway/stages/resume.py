@@ -57,16 +57,23 @@ async def load_approval(call: Call, rt: Runtime) -> str | None:
     return None
 
 
-async def verify_approval_binding(call: Call, rt: Runtime) -> None:
-    """After stages 3–4 re-ran: the capability must be the one approved, the input unchanged."""
-    assert call.prepared is not None and call.approval is not None
+async def verify_input_hash(call: Call, rt: Runtime) -> None:
+    """SI-5: the stored input must still hash to the approved hash (tampering shows here)."""
+    assert call.approval is not None
     record = call.approval
-    if record.capability_digest != call.prepared.digest:
-        raise CapabilityError(Code.APPROVAL_INPUT_MISMATCH,
-                              reason="capability changed since the approval (digest)")
-    if input_hash(record.input) != record.input_hash:  # SI-5
+    if input_hash(record.input) != record.input_hash:
         raise CapabilityError(Code.APPROVAL_INPUT_MISMATCH, reason="stored input hash mismatch")
     call.input_hash = record.input_hash
+
+
+async def verify_capability_digest(call: Call, rt: Runtime) -> None:
+    """After re-validation (stage 5): the capability must be the one approved (upstream,
+    method, schema version). A schema change that makes the input invalid has already
+    answered INPUT_INVALID; one that keeps it valid is still refused here (ADR 0007)."""
+    assert call.prepared is not None and call.approval is not None
+    if call.approval.capability_digest != call.prepared.digest:
+        raise CapabilityError(Code.APPROVAL_INPUT_MISMATCH,
+                              reason="capability changed since the approval (digest)")
 
 
 async def consume_approval(call: Call, rt: Runtime) -> None:

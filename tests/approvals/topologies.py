@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import redis
@@ -25,6 +26,15 @@ def _wait(check: object, timeout_s: float = 10.0) -> None:
             pass
         time.sleep(0.05)
     raise RuntimeError("redis topology did not become ready")
+
+
+def _ports(n: int) -> list[int]:
+    """n distinct free ports: all sockets stay bound until every port is chosen."""
+    with ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in socks]
 
 
 def _spawn(argv: list[str]) -> subprocess.Popen[bytes]:
@@ -47,34 +57,18 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
 @contextmanager
 def cluster(base: Path, nodes: int = 3) -> Iterator[list[int]]:
     """`nodes` primaries sharing the 16384 slots; yields their ports."""
-    ports = [free_port() for _ in range(nodes)]
+    chosen = _ports(2 * nodes)
+    ports, bus_ports = chosen[:nodes], chosen[nodes:]
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        for port in ports:
+        for port, bus_port in zip(ports, bus_ports, strict=True):
             home = base / str(port)
             home.mkdir(parents=True)
-            procs.append(
-                _spawn(
-                    [
-                        "--port",
-                        str(port),
-                        "--bind",
-                        "127.0.0.1",
-                        "--dir",
-                        str(home),
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        str(home / "nodes.conf"),
-                        "--cluster-node-timeout",
-                        "2000",
-                        "--save",
-                        "",
-                        "--appendonly",
-                        "no",
-                    ]
-                )
-            )
+            argv = f"--port {port} --bind 127.0.0.1 --dir {home} --cluster-enabled yes"
+            # The bus port defaults to port + 10000, past 65535 for high ephemeral ports.
+            argv += f" --cluster-port {bus_port} --cluster-config-file {home / 'nodes.conf'}"
+            argv += " --cluster-node-timeout 2000 --appendonly no"
+            procs.append(_spawn([*argv.split(), "--save", ""]))
         clients = [redis.Redis(host="127.0.0.1", port=p, socket_timeout=2) for p in ports]
         for client in clients:
             _wait(client.ping)
@@ -83,8 +77,8 @@ def cluster(base: Path, nodes: int = 3) -> Iterator[list[int]]:
             last = SLOTS - 1 if i == nodes - 1 else (i + 1) * share - 1
             client.execute_command("CLUSTER", "ADDSLOTSRANGE", i * share, last)
             client.execute_command("CLUSTER", "SET-CONFIG-EPOCH", i + 1)
-        for port in ports[1:]:
-            clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", port)
+        for port, bus_port in zip(ports[1:], bus_ports[1:], strict=True):
+            clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", port, bus_port)
 
         def ready() -> bool:
             for client in clients:

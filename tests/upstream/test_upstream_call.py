@@ -35,26 +35,35 @@ def proc_call(orders: Orders, capability_id: str, **upstream: Any) -> ProcedureC
     return procedure_call(orders.pool.channel(up), capability_id, upstream=up)
 
 
-async def failure(call: UpstreamCall, value: dict[str, Any], timeout: float = 5) -> CapabilityError:
+async def failure(
+    call: UpstreamCall, value: dict[str, Any], timeout_s: float = 5
+) -> CapabilityError:
     with pytest.raises(CapabilityError) as caught:
-        await call(value, timeout=timeout)
+        await call(value, timeout=timeout_s)
     return caught.value
 
 
-async def test_a_grpc_method_answers_with_exact_json(orders: Orders, orders_pool: DescriptorPool) -> None:
+async def test_a_grpc_method_answers_with_exact_json(
+    orders: Orders, orders_pool: DescriptorPool
+) -> None:
     order = await method_call(orders, orders_pool, GET)({"order_id": "o-1003"}, timeout=5)
-    assert order["total_cents"] == 2**53 + 1 and order["status"] == "ORDER_STATUS_OPEN"
+    assert order["total_cents"] == 2**53 + 1
+    assert order["status"] == "ORDER_STATUS_OPEN"
     assert order["created_at"] == "2024-06-10T08:00:00Z"
     assert orders.state.recorder.calls[GET] == 1
 
 
-async def test_both_contracts_give_the_same_output(orders: Orders, orders_pool: DescriptorPool) -> None:
+async def test_both_contracts_give_the_same_output(
+    orders: Orders, orders_pool: DescriptorPool
+) -> None:
     typed = await method_call(orders, orders_pool, GET)({"order_id": "o-1001"}, timeout=5)
     native = await proc_call(orders, "orders.get")({"order_id": "o-1001"}, timeout=5)
     assert typed == native
     refund = await proc_call(orders, "orders.refund")(
-        {"order_id": "o-1001", "amount": 12.5, "reason": "damaged"}, timeout=5)
-    assert refund["amount"] == 12.5 and refund["status"] == "REFUND_STATUS_SUCCEEDED"
+        {"order_id": "o-1001", "amount": 12.5, "reason": "damaged"}, timeout=5
+    )
+    assert refund["amount"] == 12.5
+    assert refund["status"] == "REFUND_STATUS_SUCCEEDED"
     assert orders.state.book.orders["o-1001"].refunded_cents == 1250
 
 
@@ -72,8 +81,12 @@ async def test_both_contracts_give_the_same_output(orders: Orders, orders_pool: 
     ],
 )
 async def test_upstream_statuses_map_through_the_table(
-    orders: Orders, orders_pool: DescriptorPool, order_id: str, code: Code,
-    state: ExecutionState, exposed: bool,
+    orders: Orders,
+    orders_pool: DescriptorPool,
+    order_id: str,
+    code: Code,
+    state: ExecutionState,
+    exposed: bool,
 ) -> None:
     for call in (method_call(orders, orders_pool, GET), proc_call(orders, "orders.get")):
         error = await failure(call, {"order_id": order_id})
@@ -89,7 +102,8 @@ async def test_a_contract_error_reaches_the_caller_with_its_message(
 ) -> None:
     for call in (method_call(orders, orders_pool, GET), proc_call(orders, "orders.cancel")):
         error = await failure(call, {"order_id": order_id})
-        assert error.code is Code.EXECUTION_FAILED and error.exposed
+        assert error.code is Code.EXECUTION_FAILED
+        assert error.exposed
         assert error.public_message == "The order is locked for changes."
         assert error.details["contract_reason"] == "ORDER_LOCKED"
 
@@ -111,20 +125,25 @@ async def test_the_upstream_down_is_upstream_unavailable_and_not_started() -> No
     pool = ChannelPool()
     up = Upstream(name="down", address=f"127.0.0.1:{port}", kind="procedure")
     try:
-        error = await failure(procedure_call(pool.channel(up), "orders.get", upstream=up),
-                              {"order_id": "o-1001"})
+        error = await failure(
+            procedure_call(pool.channel(up), "orders.get", upstream=up), {"order_id": "o-1001"}
+        )
     finally:
         await pool.close()
-    assert error.code is Code.UPSTREAM_UNAVAILABLE and error.is_retryable
-    assert state_of(error) is ExecutionState.NOT_STARTED and not error.executed
+    assert error.code is Code.UPSTREAM_UNAVAILABLE
+    assert error.is_retryable
+    assert state_of(error) is ExecutionState.NOT_STARTED
+    assert not error.executed
 
 
 async def test_a_slow_upstream_is_a_timeout_with_an_unknown_effect(
     orders: Orders, orders_pool: DescriptorPool
 ) -> None:
-    error = await failure(method_call(orders, orders_pool, GET), {"order_id": "slow-2000"},
-                          timeout=0.05)
-    assert error.code is Code.TIMEOUT and state_of(error) is ExecutionState.UNKNOWN
+    error = await failure(
+        method_call(orders, orders_pool, GET), {"order_id": "slow-2000"}, timeout_s=0.05
+    )
+    assert error.code is Code.TIMEOUT
+    assert state_of(error) is ExecutionState.UNKNOWN
     assert error.spec.kind.value == "cancelled"
 
 
@@ -133,30 +152,36 @@ async def test_an_oversized_reply_is_output_invalid_not_a_crash(
 ) -> None:
     for call in (method_call(orders, orders_pool, GET), proc_call(orders, "orders.get")):
         error = await failure(call, {"order_id": "huge-output"})
-        assert error.code is Code.OUTPUT_INVALID and error.executed
+        assert error.code is Code.OUTPUT_INVALID
+        assert error.executed
         assert state_of(error) is ExecutionState.COMPLETED
     # The limit is the upstream's max_response_bytes: a small one refuses an ordinary order.
     small = method_call(orders, orders_pool, GET, max_response_bytes=64)
     assert (await failure(small, {"order_id": "o-1001"})).code is Code.OUTPUT_INVALID
     # ...and the channel keeps working afterwards.
-    assert (await method_call(orders, orders_pool, GET)({"order_id": "o-1001"}, timeout=5))
+    assert await method_call(orders, orders_pool, GET)({"order_id": "o-1001"}, timeout=5)
 
 
 async def test_a_reply_without_a_json_form_is_output_invalid(
     orders: Orders, orders_pool: DescriptorPool
 ) -> None:
-    error = await failure(method_call(orders, orders_pool, REFUND),
-                          {"order_id": "bad-output", "amount": 5})
-    assert error.code is Code.OUTPUT_INVALID and error.executed and not error.exposed
+    error = await failure(
+        method_call(orders, orders_pool, REFUND), {"order_id": "bad-output", "amount": 5}
+    )
+    assert error.code is Code.OUTPUT_INVALID
+    assert error.executed
+    assert not error.exposed
     assert "$.amount" in (error.reason or "")
 
 
 async def test_a_request_that_does_not_fit_the_message_is_input_invalid_and_not_sent(
     orders: Orders, orders_pool: DescriptorPool
 ) -> None:
-    error = await failure(method_call(orders, orders_pool, REFUND),
-                          {"order_id": "o-1001", "amount": "12"})
-    assert error.code is Code.INPUT_INVALID and [i.path for i in error.issues] == ["$.amount"]
+    error = await failure(
+        method_call(orders, orders_pool, REFUND), {"order_id": "o-1001", "amount": "12"}
+    )
+    assert error.code is Code.INPUT_INVALID
+    assert [i.path for i in error.issues] == ["$.amount"]
     assert state_of(error) is ExecutionState.NOT_STARTED
     assert orders.state.recorder.calls[REFUND] == 0
 
@@ -165,16 +190,22 @@ async def test_forwarded_metadata_reaches_the_upstream(
     orders: Orders, orders_pool: DescriptorPool
 ) -> None:
     metadata = [
-        ("x-capgate-execution-id", "exec-1"), ("x-capgate-capability", "orders.get"),
-        ("x-capgate-surface", "agent"), ("x-capgate-idempotency-key", "idem-1"),
+        ("x-capgate-execution-id", "exec-1"),
+        ("x-capgate-capability", "orders.get"),
+        ("x-capgate-surface", "agent"),
+        ("x-capgate-idempotency-key", "idem-1"),
         ("x-capgate-approval-id", "apr-1"),
         ("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
     ]
-    await method_call(orders, orders_pool, GET)({"order_id": "o-1001"}, timeout=5,
-                                                metadata=metadata)
+    await method_call(orders, orders_pool, GET)(
+        {"order_id": "o-1001"}, timeout=5, metadata=metadata
+    )
     record = orders.state.recorder.log[-1]
     assert (record.execution_id, record.capability, record.surface) == (
-        "exec-1", "orders.get", "agent")
+        "exec-1",
+        "orders.get",
+        "agent",
+    )
     assert (record.idempotency_key, record.approval_id) == ("idem-1", "apr-1")
     assert record.traceparent.startswith("00-0af7651916cd43dd")
     assert not record.actor_token_present
@@ -185,7 +216,8 @@ async def test_cancelling_the_caller_cancels_the_upstream_call(
 ) -> None:
     recorder = orders.state.recorder
     task = asyncio.create_task(
-        method_call(orders, orders_pool, GET)({"order_id": "slow-10000"}, timeout=30))
+        method_call(orders, orders_pool, GET)({"order_id": "slow-10000"}, timeout=30)
+    )
     await asyncio.wait_for(recorder.wait_until(lambda: recorder.calls[GET] == 1), 5)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -211,13 +243,16 @@ async def test_procedure_capabilities_dispatch_by_id(orders: Orders) -> None:
     stats = await proc_call(orders, "orders.stats")({}, timeout=5)
     assert stats["calls"] == {"procedure:orders.stats": 1}
     error = await failure(proc_call(orders, "orders.nope"), {})  # refused by the upstream
-    assert error.code is Code.EXECUTION_FAILED and not error.exposed
+    assert error.code is Code.EXECUTION_FAILED
+    assert not error.exposed
 
 
 @pytest.mark.parametrize(
     "reply",
-    [procedure_pb2.ProcedureInvokeResponse(output_json="{not json").SerializeToString(),
-     b"\xff\xff\xff"],
+    [
+        procedure_pb2.ProcedureInvokeResponse(output_json="{not json").SerializeToString(),
+        b"\xff\xff\xff",
+    ],
 )
 async def test_a_procedure_reply_that_is_not_json_is_output_invalid(reply: bytes) -> None:
     async def invoke(_request: bytes, _context: object) -> bytes:
@@ -226,7 +261,8 @@ async def test_a_procedure_reply_that_is_not_json_is_output_invalid(reply: bytes
     server = grpc.aio.server()
     handler = grpc.unary_unary_rpc_method_handler(invoke)
     server.add_generic_rpc_handlers(
-        [grpc.method_handlers_generic_handler("capgate.v1.Procedure", {"Invoke": handler})])
+        [grpc.method_handlers_generic_handler("capgate.v1.Procedure", {"Invoke": handler})]
+    )
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     pool = ChannelPool()
@@ -236,4 +272,6 @@ async def test_a_procedure_reply_that_is_not_json_is_output_invalid(reply: bytes
     finally:
         await pool.close()
         await server.stop(None)
-    assert error.code is Code.OUTPUT_INVALID and error.executed and not error.exposed
+    assert error.code is Code.OUTPUT_INVALID
+    assert error.executed
+    assert not error.exposed

@@ -3,6 +3,7 @@ a server name override; unix sockets."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,7 +13,6 @@ from conftest import Orders
 from google.protobuf.descriptor_pool import DescriptorPool
 from upstreamkit import Pki, make_pki
 
-from examples.orders.server import State
 from examples.orders.server import serve as serve_orders
 from gateway.errors import CapabilityError, Code
 from gateway.settings import Upstream
@@ -25,22 +25,30 @@ GET = "/orders.v1.Orders/GetOrder"
 
 
 def test_options_carry_the_reply_limit_keepalive_and_name_override() -> None:
-    up = Upstream(name="o", address="x:1", max_response_bytes=1234, keepalive_s=20,
-                  server_name="orders.internal")
+    up = Upstream(
+        name="o",
+        address="x:1",
+        max_response_bytes=1234,
+        keepalive_s=20,
+        server_name="orders.internal",
+    )
     options = dict(channel_options(up))
     assert options["grpc.max_receive_message_length"] == 1234
     assert options["grpc.keepalive_time_ms"] == 20_000
     assert options["grpc.keepalive_permit_without_calls"] == 0
     assert options["grpc.ssl_target_name_override"] == "orders.internal"
     assert "grpc.keepalive_time_ms" not in dict(
-        channel_options(Upstream(name="o", address="x:1", keepalive_s=0)))
+        channel_options(Upstream(name="o", address="x:1", keepalive_s=0))
+    )
 
 
 @pytest.mark.parametrize(
     ("fields", "message"),
-    [({"ca_file": "ca.pem"}, "tls is false"),
-     ({"tls": True, "client_cert_file": "c.pem"}, "go together"),
-     ({"tls": True, "ca_file": "/nonexistent/ca.pem"}, "cannot read /nonexistent/ca.pem")],
+    [
+        ({"ca_file": "ca.pem"}, "tls is false"),
+        ({"tls": True, "client_cert_file": "c.pem"}, "go together"),
+        ({"tls": True, "ca_file": "/nonexistent/ca.pem"}, "cannot read /nonexistent/ca.pem"),
+    ],
 )
 def test_tls_misconfiguration_is_a_load_error(fields: dict[str, object], message: str) -> None:
     with pytest.raises(UpstreamConfigError, match=message):
@@ -53,7 +61,8 @@ async def test_the_pool_reuses_a_channel_until_its_settings_change() -> None:
     first = pool.channel(up)
     assert pool.channel(Upstream(name="o", address="127.0.0.1:1")) is first
     changed = pool.channel(Upstream(name="o", address="127.0.0.1:2"))
-    assert changed is not first and len(pool) == 1
+    assert changed is not first
+    assert len(pool) == 1
     await pool.close()
     assert len(pool) == 0
 
@@ -75,10 +84,10 @@ async def tls_orders(pki: Pki) -> AsyncIterator[int]:
     """The example upstream behind mTLS: it requires a client certificate from the CA."""
     credentials = grpc.ssl_server_credentials(
         [(pki.server_key.read_bytes(), pki.server_cert.read_bytes())],
-        root_certificates=pki.ca.read_bytes(), require_client_auth=True)
-    state = State()
-    server, _ = await serve_orders("127.0.0.1:0", state=state)
-    port = server.add_secure_port("127.0.0.1:0", credentials)
+        root_certificates=pki.ca.read_bytes(),
+        require_client_auth=True,
+    )
+    server, port = await serve_orders("127.0.0.1:0", credentials=credentials)
     yield port
     await server.stop(None)
 
@@ -87,20 +96,33 @@ async def tls_orders(pki: Pki) -> AsyncIterator[int]:
 async def test_mtls_with_a_server_name_override(
     pki: Pki, tls_orders: int, orders_pool: DescriptorPool
 ) -> None:
-    up = Upstream(name="orders", address=f"127.0.0.1:{tls_orders}", tls=True,
-                  ca_file=str(pki.ca), client_cert_file=str(pki.client_cert),
-                  client_key_file=str(pki.client_key), server_name="orders.internal")
-    without_cert = Upstream(name="anon", address=up.address, tls=True, ca_file=str(pki.ca),
-                            server_name="orders.internal")
+    up = Upstream(
+        name="orders",
+        address=f"127.0.0.1:{tls_orders}",
+        tls=True,
+        ca_file=str(pki.ca),
+        client_cert_file=str(pki.client_cert),
+        client_key_file=str(pki.client_key),
+        server_name="orders.internal",
+    )
+    without_cert = Upstream(
+        name="anon",
+        address=up.address,
+        tls=True,
+        ca_file=str(pki.ca),
+        server_name="orders.internal",
+    )
     pool = ChannelPool({"orders": up, "anon": without_cert})
     method = resolve_method(orders_pool, GET)
     try:
-        order = await grpc_call(pool.channel(up), method, upstream=up)({"order_id": "o-1001"},
-                                                                       timeout=5)
+        order = await grpc_call(pool.channel(up), method, upstream=up)(
+            {"order_id": "o-1001"}, timeout=5
+        )
         assert order["order_id"] == "o-1001"
         with pytest.raises(CapabilityError) as caught:  # the server demands a client cert
             await grpc_call(pool.channel(without_cert), method, upstream=without_cert)(
-                {"order_id": "o-1001"}, timeout=5)
+                {"order_id": "o-1001"}, timeout=5
+            )
         assert caught.value.code is Code.UPSTREAM_UNAVAILABLE
     finally:
         await pool.close()
@@ -124,8 +146,6 @@ async def test_a_unix_socket_upstream(tmp_path: Path, orders_pool: DescriptorPoo
 async def test_one_channel_serves_concurrent_calls(
     orders: Orders, orders_pool: DescriptorPool
 ) -> None:
-    import asyncio
-
     up = orders.upstream()
     call = grpc_call(orders.pool.channel(up), resolve_method(orders_pool, GET), upstream=up)
     replies = await asyncio.gather(*(call({"order_id": "o-1001"}, timeout=5) for _ in range(20)))

@@ -50,7 +50,8 @@ async def test_file_and_reflection_resolve_the_same_methods(
         request = from_server.request_class(order_id="o-1") if name != "ListOrders" else None
         if request is not None:  # the classes are real message classes of the private pool
             assert from_file.request_class.FromString(request.SerializeToString()) == (
-                from_file.request_class(order_id="o-1"))
+                from_file.request_class(order_id="o-1")
+            )
 
 
 @pytest.mark.integration
@@ -77,7 +78,7 @@ async def test_an_upstream_without_reflection_says_to_configure_a_descriptor_set
     await server.start()
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            with pytest.raises(UpstreamConfigError, match="UNIMPLEMENTED.*descriptor_set"):
+            with pytest.raises(UpstreamConfigError, match=r"UNIMPLEMENTED.*descriptor_set"):
                 await load_from_reflection(channel, ["orders.v1.Orders"], timeout=5)
     finally:
         await server.stop(None)
@@ -85,9 +86,11 @@ async def test_an_upstream_without_reflection_says_to_configure_a_descriptor_set
 
 @pytest.mark.parametrize(
     ("path", "kind"),
-    [("/orders.v1.Orders/WatchOrders", "server"),
-     ("/kitchen.v1.Kitchen/Gather", "client"),
-     ("/kitchen.v1.Kitchen/Chat", "bidirectional")],
+    [
+        ("/orders.v1.Orders/WatchOrders", "server"),
+        ("/kitchen.v1.Kitchen/Gather", "client"),
+        ("/kitchen.v1.Kitchen/Chat", "bidirectional"),
+    ],
 )
 def test_streaming_methods_are_refused_at_load(
     path: str, kind: str, orders_pool: DescriptorPool, kitchen_pool: DescriptorPool
@@ -106,11 +109,13 @@ async def test_streaming_is_refused_with_reflected_descriptors_too(orders: Order
 
 @pytest.mark.parametrize(
     ("path", "message"),
-    [("/orders.v1.Nope/GetOrder", r"unknown service orders\.v1\.Nope"),
-     ("/orders.v1.Orders/Nope", "has no method Nope"),
-     ("orders.v1.Orders/GetOrder", "must have the form"),
-     ("/orders.v1.Orders/", "must have the form"),
-     ("/orders.v1.Orders/GetOrder/x", "must have the form")],
+    [
+        ("/orders.v1.Nope/GetOrder", r"unknown service orders\.v1\.Nope"),
+        ("/orders.v1.Orders/Nope", "has no method Nope"),
+        ("orders.v1.Orders/GetOrder", "must have the form"),
+        ("/orders.v1.Orders/", "must have the form"),
+        ("/orders.v1.Orders/GetOrder/x", "must have the form"),
+    ],
 )
 def test_unknown_or_malformed_methods_are_load_errors(
     path: str, message: str, orders_pool: DescriptorPool
@@ -121,9 +126,11 @@ def test_unknown_or_malformed_methods_are_load_errors(
 
 def test_a_descriptor_set_without_its_imports_names_the_missing_file(tmp_path: Path) -> None:
     fds = descriptor_pb2.FileDescriptorSet.FromString(
-        Path(__file__).parents[2].joinpath("examples/orders/orders.pb").read_bytes())
+        Path(__file__).parents[2].joinpath("examples/orders/orders.pb").read_bytes()
+    )
     without = descriptor_pb2.FileDescriptorSet(
-        file=[f for f in fds.file if f.name != "google/protobuf/timestamp.proto"])
+        file=[f for f in fds.file if f.name != "google/protobuf/timestamp.proto"]
+    )
     path = tmp_path / "partial.pb"
     path.write_bytes(without.SerializeToString())
     with pytest.raises(UpstreamConfigError, match=r"timestamp\.proto.*--include_imports"):

@@ -32,10 +32,16 @@ def get_order(orders: Orders, orders_pool: DescriptorPool) -> UpstreamCall:
     return grpc_call(orders.pool.channel(up), resolve_method(orders_pool, GET), upstream=up)
 
 
-async def run(call: UpstreamCall, order_id: str, time: FakeTime, deadline_s: float = 10,
-              **cap: Any) -> tuple[Any, int]:
-    return await call_with_retry(call, {"order_id": order_id}, capability=capability(**cap),
-                                 deadline=time.now + deadline_s, **time.kwargs())
+async def run(
+    call: UpstreamCall, order_id: str, time: FakeTime, deadline_s: float = 10, **cap: Any
+) -> tuple[Any, int]:
+    return await call_with_retry(
+        call,
+        {"order_id": order_id},
+        capability=capability(**cap),
+        deadline=time.now + deadline_s,
+        **time.kwargs(),
+    )
 
 
 @pytest.mark.integration
@@ -59,9 +65,15 @@ async def test_a_flaky_read_succeeds_on_a_later_attempt_with_the_same_metadata(
     time = FakeTime()
     metadata = [("x-capgate-execution-id", "exec-7")]
     output, attempts = await call_with_retry(
-        get_order, {"order_id": "flaky-2-a"}, capability=capability(max_attempts=3),
-        deadline=time.now + 10, metadata=metadata, **time.kwargs())
-    assert output["order_id"] == "flaky-2-a" and attempts == 3
+        get_order,
+        {"order_id": "flaky-2-a"},
+        capability=capability(max_attempts=3),
+        deadline=time.now + 10,
+        metadata=metadata,
+        **time.kwargs(),
+    )
+    assert output["order_id"] == "flaky-2-a"
+    assert attempts == 3
     assert [r.execution_id for r in orders.state.recorder.log] == ["exec-7"] * 3
 
 
@@ -71,8 +83,9 @@ async def test_a_write_without_idempotent_is_never_retried(
     orders: Orders, get_order: UpstreamCall, side_effect: Any
 ) -> None:
     with pytest.raises(CapabilityError) as caught:
-        await run(get_order, "fail-UNAVAILABLE", FakeTime(), max_attempts=5,
-                  side_effect=side_effect)
+        await run(
+            get_order, "fail-UNAVAILABLE", FakeTime(), max_attempts=5, side_effect=side_effect
+        )
     assert caught.value.details["attempts"] == 1
     assert orders.state.recorder.calls[GET] == 1
 
@@ -81,9 +94,11 @@ async def test_a_write_without_idempotent_is_never_retried(
 async def test_a_declared_idempotent_write_is_retried(
     orders: Orders, get_order: UpstreamCall
 ) -> None:
-    _, attempts = await run(get_order, "flaky-1-b", FakeTime(), max_attempts=1,
-                            side_effect="write", idempotent=True)
-    assert attempts == 2 and orders.state.recorder.calls[GET] == 2
+    _, attempts = await run(
+        get_order, "flaky-1-b", FakeTime(), max_attempts=1, side_effect="write", idempotent=True
+    )
+    assert attempts == 2
+    assert orders.state.recorder.calls[GET] == 2
 
 
 @pytest.mark.integration
@@ -108,10 +123,18 @@ async def test_the_deadline_bounds_retries(orders: Orders, get_order: UpstreamCa
     time = FakeTime()
     # Backoff 1 s then 2 s: the second sleep would end after the 2.5 s deadline.
     with pytest.raises(CapabilityError) as caught:
-        await run(get_order, "fail-UNAVAILABLE", time, deadline_s=2.5, max_attempts=5,
-                  initial_backoff_s=1.0, max_backoff_s=10.0)
+        await run(
+            get_order,
+            "fail-UNAVAILABLE",
+            time,
+            deadline_s=2.5,
+            max_attempts=5,
+            initial_backoff_s=1.0,
+            max_backoff_s=10.0,
+        )
     assert caught.value.details["attempts"] == 2
-    assert orders.state.recorder.calls[GET] == 2 and time.slept == [1.0]
+    assert orders.state.recorder.calls[GET] == 2
+    assert time.slept == [1.0]
 
 
 @pytest.mark.integration
@@ -123,7 +146,8 @@ async def test_no_time_left_is_a_timeout_before_anything_is_sent(
         await run(get_order, "o-1001", time, deadline_s=0, max_attempts=3)
     assert caught.value.code is Code.TIMEOUT
     assert state_of(caught.value) is ExecutionState.NOT_STARTED
-    assert orders.state.recorder.calls[GET] == 0 and not time.retries
+    assert orders.state.recorder.calls[GET] == 0
+    assert not time.retries
 
 
 @pytest.mark.integration
@@ -132,17 +156,28 @@ async def test_each_attempt_gets_the_remaining_time_as_its_grpc_deadline(
 ) -> None:
     # 50 ms of real time left for a 2 s upstream: the upstream's deadline is what remains.
     with pytest.raises(CapabilityError) as caught:
-        await call_with_retry(get_order, {"order_id": "slow-2000"}, capability=capability(),
-                              deadline=1000.05, **FakeTime(now=1000.0).kwargs())
+        await call_with_retry(
+            get_order,
+            {"order_id": "slow-2000"},
+            capability=capability(),
+            deadline=1000.05,
+            **FakeTime(now=1000.0).kwargs(),
+        )
     assert caught.value.code is Code.TIMEOUT
     assert state_of(caught.value) is ExecutionState.UNKNOWN
 
 
 @pytest.mark.parametrize(
     ("side_effect", "idempotent", "max_attempts", "allowed"),
-    [("none", False, 1, True), ("read", False, 1, True), ("write", False, 1, False),
-     ("destructive", False, 1, False), ("write", True, 1, True), ("read", False, 0, False),
-     ("write", True, 0, False)],
+    [
+        ("none", False, 1, True),
+        ("read", False, 1, True),
+        ("write", False, 1, False),
+        ("destructive", False, 1, False),
+        ("write", True, 1, True),
+        ("read", False, 0, False),
+        ("write", True, 0, False),
+    ],
 )
 def test_retry_eligibility_is_si_11(
     side_effect: Any, idempotent: bool, max_attempts: int, allowed: bool

@@ -52,7 +52,8 @@ def test_each_status_maps_to_one_code_and_execution_state(
     assert "hunter2" not in error.public_message  # SI-9: the cause stays in the reason
     assert "hunter2" in (error.reason or "")
     if code is Code.EXECUTION_FAILED:
-        assert error.public_message == "The operation failed." and not error.exposed
+        assert error.public_message == "The operation failed."
+        assert not error.exposed
 
 
 def test_the_table_covers_exactly_the_designed_statuses() -> None:
@@ -66,45 +67,59 @@ def test_the_table_covers_exactly_the_designed_statuses() -> None:
 
 
 def test_unavailable_before_any_connection_did_not_start() -> None:
-    details = ("failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: "
-               "Failed to connect to remote host: Connection refused")
+    details = (
+        "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: "
+        "Failed to connect to remote host: Connection refused"
+    )
     error = map_status(S.UNAVAILABLE, details, [], upstream="orders")
-    assert error.code is Code.UPSTREAM_UNAVAILABLE and error.is_retryable
-    assert state_of(error) is ExecutionState.NOT_STARTED and not error.executed
+    assert error.code is Code.UPSTREAM_UNAVAILABLE
+    assert error.is_retryable
+    assert state_of(error) is ExecutionState.NOT_STARTED
+    assert not error.executed
 
 
 def test_a_reply_over_the_receive_limit_is_output_invalid_after_execution() -> None:
     details = "Stream removed (CLIENT: Received message larger than max (5000 vs. 100))"
     error = map_status(S.RESOURCE_EXHAUSTED, details, [], upstream="orders")
-    assert error.code is Code.OUTPUT_INVALID and error.executed
+    assert error.code is Code.OUTPUT_INVALID
+    assert error.executed
     assert state_of(error) is ExecutionState.COMPLETED
 
 
 def test_a_contract_error_is_exposed_with_its_public_message() -> None:
     trailer = details_trailer(
-        procedure_pb2.ContractError(reason="ORDER_LOCKED", message="The order is locked."))
+        procedure_pb2.ContractError(reason="ORDER_LOCKED", message="The order is locked.")
+    )
     error = map_status(S.FAILED_PRECONDITION, "The order is locked.", trailer, upstream="o")
-    assert error.code is Code.EXECUTION_FAILED and error.exposed
+    assert error.code is Code.EXECUTION_FAILED
+    assert error.exposed
     assert error.public_message == "The order is locked."
     assert error.details["contract_reason"] == "ORDER_LOCKED"
     assert state_of(error) is ExecutionState.COMPLETED
 
 
 def test_an_error_info_message_comes_from_metadata_else_the_status_message() -> None:
-    with_message = details_trailer(error_details_pb2.ErrorInfo(
-        reason="QUOTA", domain="orders", metadata={"message": "Too many refunds today."}))
+    with_message = details_trailer(
+        error_details_pb2.ErrorInfo(
+            reason="QUOTA", domain="orders", metadata={"message": "Too many refunds today."}
+        )
+    )
     error = map_status(S.FAILED_PRECONDITION, "x", with_message, upstream="o")
-    assert error.public_message == "Too many refunds today." and error.exposed
-    without = details_trailer(error_details_pb2.ErrorInfo(reason="QUOTA"),
-                              message="Quota exceeded.")
+    assert error.public_message == "Too many refunds today."
+    assert error.exposed
+    without = details_trailer(
+        error_details_pb2.ErrorInfo(reason="QUOTA"), message="Quota exceeded."
+    )
     assert map_status(S.ABORTED, "x", without, upstream="o").public_message == "Quota exceeded."
 
 
 def test_public_messages_are_one_bounded_line() -> None:
     trailer = details_trailer(
-        procedure_pb2.ContractError(reason="R", message="line one\nline two " + "y" * 2000))
+        procedure_pb2.ContractError(reason="R", message="line one\nline two " + "y" * 2000)
+    )
     message = map_status(S.FAILED_PRECONDITION, "", trailer, upstream="o").public_message
-    assert "\n" not in message and len(message) == MAX_PUBLIC_MESSAGE
+    assert "\n" not in message
+    assert len(message) == MAX_PUBLIC_MESSAGE
     assert message.startswith("line one line two")
 
 

@@ -12,6 +12,7 @@ from google.protobuf import json_format
 from google.protobuf.descriptor_pool import DescriptorPool
 from upstreamkit import FULL_SINK, I64_MAX, I64_MIN, U64_MAX
 
+from examples.orders.book import order_json, seed_orders
 from gateway.errors import Code
 from gateway.upstream.errors import TranscodeError
 from gateway.upstream.state import ExecutionState, state_of
@@ -30,8 +31,6 @@ def roundtrip(c: MessageCodec, value: dict[str, Any]) -> Any:
     return c.to_json(c.message_class.FromString(message.SerializeToString()))
 
 
-
-
 def test_every_field_shape_round_trips_exactly(kitchen_pool: DescriptorPool) -> None:
     c = codec(kitchen_pool, "kitchen.v1.Sink")
     out = roundtrip(c, FULL_SINK)
@@ -39,7 +38,8 @@ def test_every_field_shape_round_trips_exactly(kitchen_pool: DescriptorPool) -> 
         assert out[key] == expected, key
     # Exact ints, not floats or strings: orjson writes them as JSON integers.
     assert orjson.loads(orjson.dumps(out))["scalars"]["u64"] == U64_MAX
-    assert type(out["attrs"]["n"]) is int and type(out["attrs"]["x"]) is float
+    assert type(out["attrs"]["n"]) is int
+    assert type(out["attrs"]["x"]) is float
 
 
 def test_int64_stays_an_exact_integer_where_proto3_json_writes_a_string(
@@ -56,12 +56,17 @@ def test_defaults_are_printed_and_presence_fields_only_when_set(
 ) -> None:
     c = codec(kitchen_pool, "kitchen.v1.Sink")
     out = c.to_json(c.to_message({}))
-    assert out["colors"] == [] and out["by_id"] == {} and out["blobs"] == []
+    assert out["colors"] == []
+    assert out["by_id"] == {}
+    assert out["blobs"] == []
     for presence in ("scalars", "inner", "maybe", "as_text", "at", "big", "anything"):
         assert presence not in out
     scalars = codec(kitchen_pool, "kitchen.v1.Scalars").to_json(
-        codec(kitchen_pool, "kitchen.v1.Scalars").message_class())
-    assert scalars["i64"] == 0 and scalars["color"] == "COLOR_UNSPECIFIED" and scalars["blob"] == ""
+        codec(kitchen_pool, "kitchen.v1.Scalars").message_class()
+    )
+    assert scalars["i64"] == 0
+    assert scalars["color"] == "COLOR_UNSPECIFIED"
+    assert scalars["blob"] == ""
     sparse = codec(kitchen_pool, "kitchen.v1.Scalars", include_defaults=False)
     assert sparse.to_json(sparse.to_message({"i32": 5, "text": ""})) == {"i32": 5}
 
@@ -74,15 +79,18 @@ def test_float32_prints_the_shortest_decimal_and_nan_has_no_json_form(
     assert c.to_json(c.to_message({"fl": 3.4028234663852886e38}))["fl"] == 3.4028235e38
     with pytest.raises(TranscodeError) as caught:
         c.to_json(c.message_class(db=math.nan))
-    assert caught.value.path == "$.db" and caught.value.direction == "response"
+    assert caught.value.path == "$.db"
+    assert caught.value.direction == "response"
 
 
 def test_null_means_not_set_and_a_value_field_keeps_it(kitchen_pool: DescriptorPool) -> None:
     c = codec(kitchen_pool, "kitchen.v1.Sink")
     message = c.to_message({"inner": None, "big": None, "maybe": None, "anything": None})
-    assert not message.HasField("inner") and not message.HasField("big")
+    assert not message.HasField("inner")
+    assert not message.HasField("big")
     assert not message.HasField("maybe")
-    assert message.HasField("anything") and c.to_json(message)["anything"] is None
+    assert message.HasField("anything")
+    assert c.to_json(message)["anything"] is None
 
 
 def test_bytes_accept_url_safe_and_unpadded_base64(kitchen_pool: DescriptorPool) -> None:
@@ -114,8 +122,11 @@ def test_integral_floats_are_integers_as_json_schema_says(kitchen_pool: Descript
         ({"scalars": {"blob": f"{SENTINEL}!"}}, "$.scalars.blob", "base64"),
         ({"scalars": {"color": SENTINEL}}, "$.scalars.color", "kitchen.v1.Color names"),
         ({"scalars": {"color": 1}}, "$.scalars.color", "kitchen.v1.Color names"),
-        ({"inners": [{"name": "ok"}, {"values": [1, SENTINEL]}]}, "$.inners[1].values[1]",
-         "expected an integer"),
+        (
+            {"inners": [{"name": "ok"}, {"values": [1, SENTINEL]}]},
+            "$.inners[1].values[1]",
+            "expected an integer",
+        ),
         ({"inners": {"name": "x"}}, "$.inners", "expected an array"),
         ({"by_id": {SENTINEL: "x"}}, f"$.by_id.{SENTINEL}", "map key must be an integer"),
         ({"by_code": {"-1": "COLOR_RED"}}, "$.by_code.-1", "map key must be an integer"),
@@ -151,13 +162,16 @@ def test_request_errors_become_input_invalid_and_response_errors_output_invalid(
     with pytest.raises(TranscodeError) as caught:
         c.to_message({"nope": 1})
     request_error = caught.value.to_capability_error()
-    assert request_error.code is Code.INPUT_INVALID and not request_error.executed
+    assert request_error.code is Code.INPUT_INVALID
+    assert not request_error.executed
     assert [(i.path, i.message) for i in request_error.issues] == [("$.nope", "unknown field")]
     assert state_of(request_error) is ExecutionState.NOT_STARTED
     response_error = TranscodeError("response", "$.db", "non-finite").to_capability_error()
-    assert response_error.code is Code.OUTPUT_INVALID and response_error.executed
+    assert response_error.code is Code.OUTPUT_INVALID
+    assert response_error.executed
     assert state_of(response_error) is ExecutionState.COMPLETED
-    assert not response_error.exposed and response_error.public_message == "The operation failed."
+    assert not response_error.exposed
+    assert response_error.public_message == "The operation failed."
 
 
 def test_open_enums_keep_unknown_numbers(kitchen_pool: DescriptorPool) -> None:
@@ -184,8 +198,6 @@ def test_any_uses_the_upstreams_own_pool(kitchen_pool: DescriptorPool) -> None:
 def test_the_orders_reply_is_the_same_json_as_the_json_native_contract(
     orders_pool: DescriptorPool,
 ) -> None:
-    from examples.orders.book import order_json, seed_orders
-
     c = codec(orders_pool, "orders.v1.Order")
     for order in seed_orders().values():
         reply = c.message_class.FromString(order.SerializeToString())

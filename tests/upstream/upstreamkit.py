@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from grpc_tools import protoc
 
 from gateway.errors import CapabilityError
@@ -18,9 +23,21 @@ I64_MAX, I64_MIN, U64_MAX = 2**63 - 1, -(2**63), 2**64 - 1
 # One value of kitchen.v1.Sink using every field shape (see data/kitchen.proto).
 FULL_SINK: dict[str, Any] = {
     "scalars": {
-        "i32": -(2**31), "i64": I64_MIN, "u32": 2**32 - 1, "u64": U64_MAX, "s32": -7,
-        "s64": I64_MAX, "f32": 7, "f64": 2**64 - 2, "sf32": -1, "sf64": -(2**53) - 1,
-        "fl": 0.1, "db": 1e300, "flag": True, "text": "héllo ✓", "blob": "AAEC/w==",
+        "i32": -(2**31),
+        "i64": I64_MIN,
+        "u32": 2**32 - 1,
+        "u64": U64_MAX,
+        "s32": -7,
+        "s64": I64_MAX,
+        "f32": 7,
+        "f64": 2**64 - 2,
+        "sf32": -1,
+        "sf64": -(2**53) - 1,
+        "fl": 0.1,
+        "db": 1e300,
+        "flag": True,
+        "text": "héllo ✓",
+        "blob": "AAEC/w==",
         "color": "COLOR_GREEN",
     },
     "inner": {"name": "a", "values": [2**53 + 1, -1]},
@@ -50,8 +67,14 @@ def compile_descriptor_set(proto: str, out: Path) -> Path:
     """protoc --descriptor_set_out --include_imports, as an operator would run it."""
     include = Path(protoc.__file__).parent / "_proto"
     target = out / (Path(proto).stem + ".pb")
-    args = ["protoc", f"-I{DATA}", f"-I{include}", f"--descriptor_set_out={target}",
-            "--include_imports", proto]
+    args = [
+        "protoc",
+        f"-I{DATA}",
+        f"-I{include}",
+        f"--descriptor_set_out={target}",
+        "--include_imports",
+        proto,
+    ]
     assert protoc.main(args) == 0, "protoc failed"
     return target
 
@@ -66,10 +89,20 @@ def capability(
     multiplier: float = 2.0,
 ) -> Capability:
     return Capability(
-        id="orders.test", description="", upstream="orders", method="/orders.v1.Orders/GetOrder",
-        input_schema=None, output_schema=None, side_effect=side_effect, idempotent=idempotent,
-        retry=RetrySpec(max_attempts=max_attempts, initial_backoff_s=initial_backoff_s,
-                        max_backoff_s=max_backoff_s, multiplier=multiplier),
+        id="orders.test",
+        description="",
+        upstream="orders",
+        method="/orders.v1.Orders/GetOrder",
+        input_schema=None,
+        output_schema=None,
+        side_effect=side_effect,
+        idempotent=idempotent,
+        retry=RetrySpec(
+            max_attempts=max_attempts,
+            initial_backoff_s=initial_backoff_s,
+            max_backoff_s=max_backoff_s,
+            multiplier=multiplier,
+        ),
     )
 
 
@@ -92,8 +125,13 @@ class FakeTime:
         self.retries.append((attempt, error))
 
     def kwargs(self, **extra: Any) -> dict[str, Any]:
-        return {"clock": self.clock, "sleep": self.sleep, "on_retry": self.on_retry,
-                "jitter": lambda: 1.0, **extra}
+        return {
+            "clock": self.clock,
+            "sleep": self.sleep,
+            "on_retry": self.on_retry,
+            "jitter": lambda: 1.0,
+            **extra,
+        }
 
 
 @dataclass
@@ -108,28 +146,28 @@ class Pki:
 
 
 def make_pki(out: Path, server_name: str) -> Pki:
-    import datetime
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
     now = datetime.datetime.now(datetime.UTC)
 
     def name(cn: str) -> x509.Name:
         return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
-    def cert(subject: str, key: Any, issuer: str, issuer_key: Any, *, ca: bool,
-             san: str | None = None) -> x509.Certificate:
-        builder = (x509.CertificateBuilder().subject_name(name(subject)).issuer_name(name(issuer))
-                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
-                   .not_valid_before(now - datetime.timedelta(minutes=5))
-                   .not_valid_after(now + datetime.timedelta(days=1))
-                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+    def cert(
+        subject: str, key: Any, issuer: str, issuer_key: Any, *, ca: bool, san: str | None = None
+    ) -> x509.Certificate:
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(name(subject))
+            .issuer_name(name(issuer))
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
         if san:
             builder = builder.add_extension(
-                x509.SubjectAlternativeName([x509.DNSName(san)]), critical=False)
+                x509.SubjectAlternativeName([x509.DNSName(san)]), critical=False
+            )
         return builder.sign(issuer_key, hashes.SHA256())
 
     def write(path: Path, data: bytes) -> Path:
@@ -137,8 +175,11 @@ def make_pki(out: Path, server_name: str) -> Pki:
         return path
 
     def pem_key(key: Any) -> bytes:
-        return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                 serialization.NoEncryption())
+        return key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
 
     ca_key, server_key, client_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))
     ca = cert("test-ca", ca_key, "test-ca", ca_key, ca=True)

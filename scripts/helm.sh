@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Install the pinned helm into the project's tool dir when it is absent, then print its path.
+#
+#   scripts/helm.sh            install if needed; print the helm binary's path on stdout
+#   scripts/helm.sh lint       install if needed; helm lint the chart with every helm/capgate/ci values file
+#
+# helm is built from source through the Go module proxy (`go install`), the one route a clean
+# CI machine has (DESIGN §12: "helm pinned and built only when absent"). The build takes a few
+# minutes the first time; later calls only compare the stamp file and return at once.
+# Overrides: HELM_VERSION (pin), CAPGATE_TOOLS_BIN (install dir, default .tools/bin).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+HELM_VERSION="${HELM_VERSION:-v3.21.4}"
+BIN_DIR="${CAPGATE_TOOLS_BIN:-$ROOT/.tools/bin}"
+HELM="$BIN_DIR/helm"
+STAMP="$BIN_DIR/.helm-version"
+
+installed() {
+  [[ -x "$HELM" && -f "$STAMP" && "$(cat "$STAMP")" == "$HELM_VERSION" ]]
+}
+
+install_helm() {
+  if ! command -v go >/dev/null 2>&1; then
+    echo "scripts/helm.sh: helm $HELM_VERSION is not in $BIN_DIR and 'go' is not on PATH;" \
+      "install Go >= 1.26 (helm $HELM_VERSION needs it) and run this script again" >&2
+    exit 1
+  fi
+  mkdir -p "$BIN_DIR"
+  echo "scripts/helm.sh: building helm $HELM_VERSION with go install (first time only)" >&2
+  local started=$SECONDS
+  # CGO off: a static binary that does not depend on the build machine's libc.
+  CGO_ENABLED=0 GOBIN="$BIN_DIR" GOFLAGS="${GOFLAGS:-} -trimpath" \
+    go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2
+  echo "$HELM_VERSION" >"$STAMP"
+  echo "scripts/helm.sh: helm $HELM_VERSION installed in $((SECONDS - started))s" >&2
+}
+
+installed || install_helm
+
+case "${1:-path}" in
+  path)
+    echo "$HELM"
+    ;;
+  lint)
+    chart="$ROOT/helm/capgate"
+    shopt -s nullglob
+    values=("$chart"/ci/*.yaml)
+    if ((${#values[@]} == 0)); then
+      echo "scripts/helm.sh: no values files in $chart/ci" >&2
+      exit 1
+    fi
+    for file in "${values[@]}"; do
+      echo "helm lint --strict $chart -f ${file#"$ROOT"/}"
+      "$HELM" lint --strict --quiet "$chart" -f "$file"
+    done
+    ;;
+  *)
+    echo "usage: scripts/helm.sh [path|lint]" >&2
+    exit 2
+    ;;
+esac
