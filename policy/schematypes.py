@@ -198,6 +198,7 @@ class TypeBuilder:
         self.pool.Add(proto)
         for variable, full in CONTEXT_TYPES.items():
             self.labels[full] = variable
+        self.labels[f"{_PACKAGE}.Approver"] = "approval.approver"
 
 
 def _message(

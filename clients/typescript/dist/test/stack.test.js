@@ -20,8 +20,8 @@ async function upstreamLog(address) {
     const control = registry.getService("orders.v1.Control");
     assert.ok(control, "orders.pb describes orders.v1.Control");
     const client = createClient(control, createGrpcTransport({ baseUrl: `http://${address}` }));
-    const stats = (await client["getStats"]({}));
-    return stats.log;
+    const getStats = client["getStats"];
+    return (await getStats({})).log;
 }
 function expectError(outcome, kind) {
     assert.equal(outcome.kind, kind, `expected a ${kind} outcome, got ${JSON.stringify(outcome)}`);
@@ -80,7 +80,7 @@ describe("against the shared stack", { skip: skipWithoutStack }, () => {
         assert.equal(error.code, "CAPABILITY_NOT_FOUND");
     });
     test("approval flow: approval_required → bob approves on the admin listener → resume completes once", async () => {
-        const first = await alice.invoke("orders.refund", { order_id: "o-1002", amount: 800, reason: "damaged" });
+        const first = await alice.invoke("orders.refund", { order_id: "o-1003", amount: 800, reason: "damaged" });
         assert.equal(first.kind, "approval_required", JSON.stringify(first));
         if (first.kind !== "approval_required")
             return;
@@ -99,23 +99,27 @@ describe("against the shared stack", { skip: skipWithoutStack }, () => {
         const resumed = await alice.resume(approval.id);
         assert.equal(resumed.kind, "completed", JSON.stringify(resumed));
         const output = unwrap(resumed);
-        assert.equal(output.order_id, "o-1002");
+        assert.equal(output.order_id, "o-1003");
         assert.equal(output.card_last4, "****", "the output is redacted");
         assert.equal(resumed.approvalId, approval.id);
         const runs = (await upstreamLog(stack.orders)).filter((r) => r.approvalId === approval.id);
         assert.equal(runs.length, 1, "the upstream ran exactly once for the approval");
     });
-    test("waitForApproval returns the still-pending approval when its deadline passes", async () => {
+    test("waitForApproval returns the still-pending approval at its deadline; a rejection ends it", async () => {
         const first = await alice.invoke("orders.refund", { order_id: "o-1003", amount: 600 });
-        assert.equal(first.kind, "approval_required");
+        assert.equal(first.kind, "approval_required", JSON.stringify(first));
         if (first.kind !== "approval_required")
             return;
+        const id = first.approval.id;
         const started = Date.now();
-        const waited = await alice.waitForApproval(first.approval.id, { timeoutMs: 300 });
+        const waited = await alice.waitForApproval(id, { timeoutMs: 300 });
         assert.equal(waited.status, "PENDING");
         assert.ok(Date.now() - started < 3_000, "the wait ends near its deadline");
-        const error = expectError(await alice.resume(first.approval.id), "failed");
-        assert.equal(error.code, "APPROVAL_PENDING");
+        assert.equal(expectError(await alice.resume(id), "failed").code, "APPROVAL_PENDING");
+        const waiting = alice.waitForApproval(id, { timeoutMs: 10_000 });
+        await bob.reject(id, first.approval.inputHash, { note: "no" });
+        assert.equal((await waiting).status, "REJECTED");
+        assert.equal(expectError(await alice.resume(id), "failed").code, "APPROVAL_REJECTED");
     });
     test("a capability timeout comes back as a cancelled outcome with TIMEOUT", async () => {
         const outcome = await alice.invoke("orders.cancel", { order_id: "slow-2000" });
