@@ -64,6 +64,7 @@ def _approval(approval: Mapping[str, Any]) -> dict[str, Any]:
         except ValueError:
             decided = None  # a policy reading it then fails closed
     return {
+        "id": approval.get("id", ""),
         "approver": {
             "id": approver.get("id", ""),
             "issuer": approver.get("issuer", ""),

@@ -214,6 +214,7 @@ class Checker:
                     f"(checked: {', '.join(checked)})"
                 )
             return f"{label} has no field {field!r}"
+        message = message.replace("google.protobuf.Timestamp", "timestamp")
         return _TYPE_NAME.sub(lambda m: self.types.labels.get(m.group(0), m.group(0)), message)
 
 

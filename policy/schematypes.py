@@ -70,7 +70,10 @@ class TypeBuilder:
         """The message describing `input` under `schema`, or None when it is `dyn`."""
         if self._kind(schema, schema, 0) != "message":
             return None
-        return self._add_root("Input", "input", schema)
+        try:
+            return self._add_root("Input", "input", schema)
+        except (TypeError, ValueError):  # a schema protobuf cannot describe: check as dyn
+            return None
 
     def constants_type(self, values: Mapping[str, Any]) -> str:
         """The message describing `const` for these constant values."""
@@ -101,7 +104,7 @@ class TypeBuilder:
         depth: int,
     ) -> None:
         self.labels[full] = label
-        for number, (name, raw) in enumerate(schema.get("properties", {}).items(), start=1):
+        for number, (name, raw) in enumerate(_properties(schema).items(), start=1):
             sub = _resolve(raw, root)
             field = message.field.add(name=name, number=number, label=_FD.LABEL_OPTIONAL)
             kind = self._kind(sub, root, depth + 1)
@@ -114,9 +117,12 @@ class TypeBuilder:
             else:
                 path = f"{label}.{name}"
             if kind == "message":
-                nested = message.nested_type.add(name=f"F{number}")
-                field.type, field.type_name = _FD.TYPE_MESSAGE, f".{full}.F{number}"
-                self._fill(nested, f"{full}.F{number}", path, sub, root=root, depth=depth + 1)
+                # Field and nested type names share a scope; property names are CEL
+                # identifiers, which never end in a double underscore.
+                nested_name = f"T{number}__"
+                nested = message.nested_type.add(name=nested_name)
+                field.type, field.type_name = _FD.TYPE_MESSAGE, f".{full}.{nested_name}"
+                self._fill(nested, f"{full}.{nested_name}", path, sub, root=root, depth=depth + 1)
             elif kind in _SCALARS:
                 field.type = _SCALARS[kind]
             else:
@@ -140,7 +146,7 @@ class TypeBuilder:
             return "dyn"
         if kind == "array":
             return "array"
-        names = list(schema.get("properties", {}))
+        names = list(_properties(schema))
         closed = isinstance(schema.get("additionalProperties", True), bool)
         plain = all(_IDENTIFIER.match(n) and n not in _CEL_RESERVED for n in names)
         if names and closed and plain and "patternProperties" not in schema:
@@ -190,6 +196,7 @@ class TypeBuilder:
             proto,
             "Approval",
             [
+                ("id", string),
                 ("approver", f".{_PACKAGE}.Approver"),
                 ("decided_at", ".google.protobuf.Timestamp"),
                 ("reasons", string, repeated),
@@ -213,6 +220,11 @@ def _message(
         else:
             field.type = kind
     return message
+
+
+def _properties(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    properties = schema.get("properties")
+    return properties if isinstance(properties, Mapping) else {}
 
 
 def _types(schema: Mapping[str, Any]) -> set[str]:

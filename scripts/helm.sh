@@ -27,11 +27,28 @@ install_helm() {
     exit 1
   fi
   mkdir -p "$BIN_DIR"
+  # The tool dir is local to each machine: keep it out of git without touching .gitignore.
+  [[ -f "$ROOT/.tools/.gitignore" ]] || printf '*\n' >"$ROOT/.tools/.gitignore"
   echo "scripts/helm.sh: building helm $HELM_VERSION with go install (first time only)" >&2
   local started=$SECONDS
+  # The release build's link flags (helm's Makefile): without them `helm version` says "v3.21"
+  # and template/lint assume Kubernetes 1.20, which fails the chart's kubeVersion constraint.
+  # The Kubernetes version is that of the client-go module this helm release builds with.
+  local gomod k8s_minor
+  gomod="$(go mod download -json "helm.sh/helm/v3@$HELM_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
+  k8s_minor="$(sed -n 's/^[[:space:]]*k8s\.io\/client-go v0\.\([0-9]*\)\..*/\1/p' "$gomod" | head -n1)"
+  if [[ -z "$k8s_minor" ]]; then
+    echo "scripts/helm.sh: cannot read the k8s.io/client-go version from $gomod" >&2
+    exit 1
+  fi
+  local ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+  local pkg
+  for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+    ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$k8s_minor"
+  done
   # CGO off: a static binary that does not depend on the build machine's libc.
-  CGO_ENABLED=0 GOBIN="$BIN_DIR" GOFLAGS="${GOFLAGS:-} -trimpath" \
-    go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2
+  CGO_ENABLED=0 GOBIN="$BIN_DIR" \
+    go install -trimpath -ldflags "$ldflags" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2
   echo "$HELM_VERSION" >"$STAMP"
   echo "scripts/helm.sh: helm $HELM_VERSION installed in $((SECONDS - started))s" >&2
 }

@@ -25,6 +25,7 @@ FORWARDED = {
     "x-capgate-surface": "surface",
     "x-capgate-idempotency-key": "idempotency_key",
     "x-capgate-approval-id": "approval_id",
+    "x-capgate-correlation-id": "correlation_id",
     "traceparent": "traceparent",
 }
 

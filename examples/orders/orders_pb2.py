@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x65xamples/orders/orders.proto\x12\torders.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"C\n\x08LineItem\x12\x0b\n\x03sku\x18\x01 \x01(\t\x12\x10\n\x08quantity\x18\x02 \x01(\x05\x12\x18\n\x10unit_price_cents\x18\x03 \x01(\x03\"\x8e\x03\n\x05Order\x12\x10\n\x08order_id\x18\x01 \x01(\t\x12\x13\n\x0b\x63ustomer_id\x18\x02 \x01(\t\x12&\n\x06status\x18\x03 \x01(\x0e\x32\x16.orders.v1.OrderStatus\x12\"\n\x05items\x18\x04 \x03(\x0b\x32\x13.orders.v1.LineItem\x12\x13\n\x0btotal_cents\x18\x05 \x01(\x03\x12\x10\n\x08\x63urrency\x18\x06 \x01(\t\x12.\n\ncreated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x06labels\x18\x08 \x03(\x0b\x32\x1c.orders.v1.Order.LabelsEntry\x12\x11\n\x04note\x18\t \x01(\tH\x00\x88\x01\x01\x12\x12\n\ncard_last4\x18\n \x01(\t\x12\x16\n\x0e\x63ustomer_email\x18\x0b \x01(\t\x12\x16\n\x0erefunded_cents\x18\x0c \x01(\x03\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x07\n\x05_note\"#\n\x0fGetOrderRequest\x12\x10\n\x08order_id\x18\x01 \x01(\t\"w\n\x11ListOrdersRequest\x12\x13\n\x0b\x63ustomer_id\x18\x01 \x01(\t\x12&\n\x06status\x18\x02 \x01(\x0e\x32\x16.orders.v1.OrderStatus\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"^\n\x12ListOrdersResponse\x12 \n\x06orders\x18\x01 \x03(\x0b\x32\x10.orders.v1.Order\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\r\n\x05total\x18\x03 \x01(\x03\"F\n\x12RefundOrderRequest\x12\x10\n\x08order_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61mount\x18\x02 \x01(\x01\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x92\x01\n\x06Refund\x12\x11\n\trefund_id\x18\x01 \x01(\t\x12\x10\n\x08order_id\x18\x02 \x01(\t\x12\x0e\n\x06\x61mount\x18\x03 \x01(\x01\x12\'\n\x06status\x18\x04 \x01(\x0e\x32\x17.orders.v1.RefundStatus\x12\x12\n\ncard_last4\x18\x05 \x01(\t\x12\x16\n\x0e\x63ustomer_email\x18\x06 \x01(\t\"6\n\x12\x43\x61ncelOrderRequest\x12\x10\n\x08order_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\")\n\x12WatchOrdersRequest\x12\x13\n\x0b\x63ustomer_id\x18\x01 \x01(\t\"F\n\nOrderEvent\x12\x10\n\x08order_id\x18\x01 \x01(\t\x12&\n\x06status\x18\x02 \x01(\x0e\x32\x16.orders.v1.OrderStatus\"\x11\n\x0fGetStatsRequest\"\x88\x02\n\nCallRecord\x12\x0e\n\x06method\x18\x01 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x02 \x01(\t\x12\x12\n\ncapability\x18\x03 \x01(\t\x12\x0f\n\x07surface\x18\x04 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x05 \x01(\t\x12\x13\n\x0b\x61pproval_id\x18\x06 \x01(\t\x12\x13\n\x0btraceparent\x18\x07 \x01(\t\x12\x1b\n\x13\x61\x63tor_token_present\x18\x08 \x01(\x08\x12\x16\n\x0e\x61\x63tor_verified\x18\t \x01(\x08\x12\x10\n\x08\x61\x63tor_id\x18\n \x01(\t\x12\x12\n\nactor_kind\x18\x0b \x01(\t\x12\x11\n\tcancelled\x18\x0c \x01(\x08\"\xeb\x01\n\x05Stats\x12*\n\x05\x63\x61lls\x18\x01 \x03(\x0b\x32\x1b.orders.v1.Stats.CallsEntry\x12\"\n\x03log\x18\x02 \x03(\x0b\x32\x15.orders.v1.CallRecord\x12\x32\n\tcancelled\x18\x03 \x03(\x0b\x32\x1f.orders.v1.Stats.CancelledEntry\x1a,\n\nCallsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a\x30\n\x0e\x43\x61ncelledEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\x0e\n\x0cResetRequest\"\x0f\n\rResetResponse*\x93\x01\n\x0bOrderStatus\x12\x1c\n\x18ORDER_STATUS_UNSPECIFIED\x10\x00\x12\x15\n\x11ORDER_STATUS_OPEN\x10\x01\x12\x18\n\x14ORDER_STATUS_SHIPPED\x10\x02\x12\x1a\n\x16ORDER_STATUS_CANCELLED\x10\x03\x12\x19\n\x15ORDER_STATUS_REFUNDED\x10\x04*e\n\x0cRefundStatus\x12\x1d\n\x19REFUND_STATUS_UNSPECIFIED\x10\x00\x12\x19\n\x15REFUND_STATUS_PENDING\x10\x01\x12\x1b\n\x17REFUND_STATUS_SUCCEEDED\x10\x02\x32\xd5\x02\n\x06Orders\x12\x38\n\x08GetOrder\x12\x1a.orders.v1.GetOrderRequest\x1a\x10.orders.v1.Order\x12I\n\nListOrders\x12\x1c.orders.v1.ListOrdersRequest\x1a\x1d.orders.v1.ListOrdersResponse\x12?\n\x0bRefundOrder\x12\x1d.orders.v1.RefundOrderRequest\x1a\x11.orders.v1.Refund\x12>\n\x0b\x43\x61ncelOrder\x12\x1d.orders.v1.CancelOrderRequest\x1a\x10.orders.v1.Order\x12\x45\n\x0bWatchOrders\x12\x1d.orders.v1.WatchOrdersRequest\x1a\x15.orders.v1.OrderEvent0\x01\x32\x7f\n\x07\x43ontrol\x12\x38\n\x08GetStats\x12\x1a.orders.v1.GetStatsRequest\x1a\x10.orders.v1.Stats\x12:\n\x05Reset\x12\x17.orders.v1.ResetRequest\x1a\x18.orders.v1.ResetResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x65xamples/orders/orders.proto\x12\torders.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"C\n\x08LineItem\x12\x0b\n\x03sku\x18\x01 \x01(\t\x12\x10\n\x08quantity\x18\x02 \x01(\x05\x12\x18\n\x10unit_price_cents\x18\x03 \x01(\x03\"\x8e\x03\n\x05Order\x12\x10\n\x08order_id\x18\x01 \x01(\t\x12\x13\n\x0b\x63ustomer_id\x18\x02 \x01(\t\x12&\n\x06status\x18\x03 \x01(\x0e\x32\x16.orders.v1.OrderStatus\x12\"\n\x05items\x18\x04 \x03(\x0b\x32\x13.orders.v1.LineItem\x12\x13\n\x0btotal_cents\x18\x05 \x01(\x03\x12\x10\n\x08\x63urrency\x18\x06 \x01(\t\x12.\n\ncreated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x06labels\x18\x08 \x03(\x0b\x32\x1c.orders.v1.Order.LabelsEntry\x12\x11\n\x04note\x18\t \x01(\tH\x00\x88\x01\x01\x12\x12\n\ncard_last4\x18\n \x01(\t\x12\x16\n\x0e\x63ustomer_email\x18\x0b \x01(\t\x12\x16\n\x0erefunded_cents\x18\x0c \x01(\x03\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x07\n\x05_note\"#\n\x0fGetOrderRequest\x12\x10\n\x08order_id\x18\x01 \x01(\t\"w\n\x11ListOrdersRequest\x12\x13\n\x0b\x63ustomer_id\x18\x01 \x01(\t\x12&\n\x06status\x18\x02 \x01(\x0e\x32\x16.orders.v1.OrderStatus\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"^\n\x12ListOrdersResponse\x12 \n\x06orders\x18\x01 \x03(\x0b\x32\x10.orders.v1.Order\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\r\n\x05total\x18\x03 \x01(\x03\"F\n\x12RefundOrderRequest\x12\x10\n\x08order_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61mount\x18\x02 \x01(\x01\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x92\x01\n\x06Refund\x12\x11\n\trefund_id\x18\x01 \x01(\t\x12\x10\n\x08order_id\x18\x02 \x01(\t\x12\x0e\n\x06\x61mount\x18\x03 \x01(\x01\x12\'\n\x06status\x18\x04 \x01(\x0e\x32\x17.orders.v1.RefundStatus\x12\x12\n\ncard_last4\x18\x05 \x01(\t\x12\x16\n\x0e\x63ustomer_email\x18\x06 \x01(\t\"6\n\x12\x43\x61ncelOrderRequest\x12\x10\n\x08order_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\")\n\x12WatchOrdersRequest\x12\x13\n\x0b\x63ustomer_id\x18\x01 \x01(\t\"F\n\nOrderEvent\x12\x10\n\x08order_id\x18\x01 \x01(\t\x12&\n\x06status\x18\x02 \x01(\x0e\x32\x16.orders.v1.OrderStatus\"\x11\n\x0fGetStatsRequest\"\xa0\x02\n\nCallRecord\x12\x0e\n\x06method\x18\x01 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x02 \x01(\t\x12\x12\n\ncapability\x18\x03 \x01(\t\x12\x0f\n\x07surface\x18\x04 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x05 \x01(\t\x12\x13\n\x0b\x61pproval_id\x18\x06 \x01(\t\x12\x13\n\x0btraceparent\x18\x07 \x01(\t\x12\x1b\n\x13\x61\x63tor_token_present\x18\x08 \x01(\x08\x12\x16\n\x0e\x61\x63tor_verified\x18\t \x01(\x08\x12\x10\n\x08\x61\x63tor_id\x18\n \x01(\t\x12\x12\n\nactor_kind\x18\x0b \x01(\t\x12\x11\n\tcancelled\x18\x0c \x01(\x08\x12\x16\n\x0e\x63orrelation_id\x18\r \x01(\t\"\xeb\x01\n\x05Stats\x12*\n\x05\x63\x61lls\x18\x01 \x03(\x0b\x32\x1b.orders.v1.Stats.CallsEntry\x12\"\n\x03log\x18\x02 \x03(\x0b\x32\x15.orders.v1.CallRecord\x12\x32\n\tcancelled\x18\x03 \x03(\x0b\x32\x1f.orders.v1.Stats.CancelledEntry\x1a,\n\nCallsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a\x30\n\x0e\x43\x61ncelledEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\x0e\n\x0cResetRequest\"\x0f\n\rResetResponse*\x93\x01\n\x0bOrderStatus\x12\x1c\n\x18ORDER_STATUS_UNSPECIFIED\x10\x00\x12\x15\n\x11ORDER_STATUS_OPEN\x10\x01\x12\x18\n\x14ORDER_STATUS_SHIPPED\x10\x02\x12\x1a\n\x16ORDER_STATUS_CANCELLED\x10\x03\x12\x19\n\x15ORDER_STATUS_REFUNDED\x10\x04*e\n\x0cRefundStatus\x12\x1d\n\x19REFUND_STATUS_UNSPECIFIED\x10\x00\x12\x19\n\x15REFUND_STATUS_PENDING\x10\x01\x12\x1b\n\x17REFUND_STATUS_SUCCEEDED\x10\x02\x32\xd5\x02\n\x06Orders\x12\x38\n\x08GetOrder\x12\x1a.orders.v1.GetOrderRequest\x1a\x10.orders.v1.Order\x12I\n\nListOrders\x12\x1c.orders.v1.ListOrdersRequest\x1a\x1d.orders.v1.ListOrdersResponse\x12?\n\x0bRefundOrder\x12\x1d.orders.v1.RefundOrderRequest\x1a\x11.orders.v1.Refund\x12>\n\x0b\x43\x61ncelOrder\x12\x1d.orders.v1.CancelOrderRequest\x1a\x10.orders.v1.Order\x12\x45\n\x0bWatchOrders\x12\x1d.orders.v1.WatchOrdersRequest\x1a\x15.orders.v1.OrderEvent0\x01\x32\x7f\n\x07\x43ontrol\x12\x38\n\x08GetStats\x12\x1a.orders.v1.GetStatsRequest\x1a\x10.orders.v1.Stats\x12:\n\x05Reset\x12\x17.orders.v1.ResetRequest\x1a\x18.orders.v1.ResetResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,10 +38,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STATS_CALLSENTRY']._serialized_options = b'8\001'
   _globals['_STATS_CANCELLEDENTRY']._loaded_options = None
   _globals['_STATS_CANCELLEDENTRY']._serialized_options = b'8\001'
-  _globals['_ORDERSTATUS']._serialized_start=1750
-  _globals['_ORDERSTATUS']._serialized_end=1897
-  _globals['_REFUNDSTATUS']._serialized_start=1899
-  _globals['_REFUNDSTATUS']._serialized_end=2000
+  _globals['_ORDERSTATUS']._serialized_start=1774
+  _globals['_ORDERSTATUS']._serialized_end=1921
+  _globals['_REFUNDSTATUS']._serialized_start=1923
+  _globals['_REFUNDSTATUS']._serialized_end=2024
   _globals['_LINEITEM']._serialized_start=76
   _globals['_LINEITEM']._serialized_end=143
   _globals['_ORDER']._serialized_start=146
@@ -67,19 +67,19 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETSTATSREQUEST']._serialized_start=1192
   _globals['_GETSTATSREQUEST']._serialized_end=1209
   _globals['_CALLRECORD']._serialized_start=1212
-  _globals['_CALLRECORD']._serialized_end=1476
-  _globals['_STATS']._serialized_start=1479
-  _globals['_STATS']._serialized_end=1714
-  _globals['_STATS_CALLSENTRY']._serialized_start=1620
-  _globals['_STATS_CALLSENTRY']._serialized_end=1664
-  _globals['_STATS_CANCELLEDENTRY']._serialized_start=1666
-  _globals['_STATS_CANCELLEDENTRY']._serialized_end=1714
-  _globals['_RESETREQUEST']._serialized_start=1716
-  _globals['_RESETREQUEST']._serialized_end=1730
-  _globals['_RESETRESPONSE']._serialized_start=1732
-  _globals['_RESETRESPONSE']._serialized_end=1747
-  _globals['_ORDERS']._serialized_start=2003
-  _globals['_ORDERS']._serialized_end=2344
-  _globals['_CONTROL']._serialized_start=2346
-  _globals['_CONTROL']._serialized_end=2473
+  _globals['_CALLRECORD']._serialized_end=1500
+  _globals['_STATS']._serialized_start=1503
+  _globals['_STATS']._serialized_end=1738
+  _globals['_STATS_CALLSENTRY']._serialized_start=1644
+  _globals['_STATS_CALLSENTRY']._serialized_end=1688
+  _globals['_STATS_CANCELLEDENTRY']._serialized_start=1690
+  _globals['_STATS_CANCELLEDENTRY']._serialized_end=1738
+  _globals['_RESETREQUEST']._serialized_start=1740
+  _globals['_RESETREQUEST']._serialized_end=1754
+  _globals['_RESETRESPONSE']._serialized_start=1756
+  _globals['_RESETRESPONSE']._serialized_end=1771
+  _globals['_ORDERS']._serialized_start=2027
+  _globals['_ORDERS']._serialized_end=2368
+  _globals['_CONTROL']._serialized_start=2370
+  _globals['_CONTROL']._serialized_end=2497
 # @@protoc_insertion_point(module_scope)

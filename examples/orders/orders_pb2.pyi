@@ -158,7 +158,7 @@ class GetStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class CallRecord(_message.Message):
-    __slots__ = ("method", "execution_id", "capability", "surface", "idempotency_key", "approval_id", "traceparent", "actor_token_present", "actor_verified", "actor_id", "actor_kind", "cancelled")
+    __slots__ = ("method", "execution_id", "capability", "surface", "idempotency_key", "approval_id", "traceparent", "actor_token_present", "actor_verified", "actor_id", "actor_kind", "cancelled", "correlation_id")
     METHOD_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
     CAPABILITY_FIELD_NUMBER: _ClassVar[int]
@@ -171,6 +171,7 @@ class CallRecord(_message.Message):
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     ACTOR_KIND_FIELD_NUMBER: _ClassVar[int]
     CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
     method: str
     execution_id: str
     capability: str
@@ -183,7 +184,8 @@ class CallRecord(_message.Message):
     actor_id: str
     actor_kind: str
     cancelled: bool
-    def __init__(self, method: _Optional[str] = ..., execution_id: _Optional[str] = ..., capability: _Optional[str] = ..., surface: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., approval_id: _Optional[str] = ..., traceparent: _Optional[str] = ..., actor_token_present: _Optional[bool] = ..., actor_verified: _Optional[bool] = ..., actor_id: _Optional[str] = ..., actor_kind: _Optional[str] = ..., cancelled: _Optional[bool] = ...) -> None: ...
+    correlation_id: str
+    def __init__(self, method: _Optional[str] = ..., execution_id: _Optional[str] = ..., capability: _Optional[str] = ..., surface: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., approval_id: _Optional[str] = ..., traceparent: _Optional[str] = ..., actor_token_present: _Optional[bool] = ..., actor_verified: _Optional[bool] = ..., actor_id: _Optional[str] = ..., actor_kind: _Optional[str] = ..., cancelled: _Optional[bool] = ..., correlation_id: _Optional[str] = ...) -> None: ...
 
 class Stats(_message.Message):
     __slots__ = ("calls", "log", "cancelled")

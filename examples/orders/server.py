@@ -154,7 +154,10 @@ class OrdersService(pb_grpc.OrdersServicer):
     async def WatchOrders(
         self, request: pb.WatchOrdersRequest, context: Any
     ) -> AsyncIterator[pb.OrderEvent]:
-        self.state.recorder.begin(_ORDERS + "WatchOrders", context)
+        try:
+            self.state.recorder.begin(_ORDERS + "WatchOrders", context)
+        except bk.Refusal as refusal:
+            await _abort(context, refusal)
         orders, _, _ = self.state.book.list(request.customer_id, 0, 100, "")
         for order in orders:
             yield pb.OrderEvent(order_id=order.order_id, status=order.status)

@@ -36,6 +36,24 @@ from gateway.upstream.state import ATTEMPTS_KEY, ExecutionState, with_state
 from gateway.upstream.status import map_rpc_error
 from gateway.upstream.transcode import MessageCodec
 
+__all__ = [
+    "PROCEDURE_METHOD",
+    "Clock",
+    "GrpcMethodCall",
+    "Jitter",
+    "Metadata",
+    "OnRetry",
+    "ProcedureCall",
+    "Sleep",
+    "UpstreamCall",
+    "backoff_delay",
+    "call_with_deadline",
+    "call_with_retry",
+    "grpc_call",
+    "procedure_call",
+    "retry_allowed",
+]
+
 PROCEDURE_METHOD: Final = "/capgate.v1.Procedure/Invoke"
 Metadata = Sequence[tuple[str, str]]
 Clock = Callable[[], float]  # monotonic seconds

@@ -16,6 +16,13 @@ import grpc
 from gateway.settings import Upstream
 from gateway.upstream.errors import UpstreamConfigError
 
+__all__ = [
+    "ChannelPool",
+    "channel_credentials",
+    "channel_options",
+    "create_channel",
+]
+
 USER_AGENT = "capgate/0.1"
 KEEPALIVE_TIMEOUT_MS = 10_000
 

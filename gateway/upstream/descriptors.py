@@ -22,6 +22,16 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from gateway.upstream.errors import UpstreamConfigError
 
+__all__ = [
+    "MethodInfo",
+    "load_descriptor_set",
+    "load_from_reflection",
+    "pool_from_files",
+    "proto3_optional_names",
+    "real_oneofs",
+    "resolve_method",
+]
+
 _STATUS_NAMES: dict[int, str] = {code.value[0]: code.name for code in grpc.StatusCode}
 
 

@@ -17,6 +17,11 @@ from typing import Literal
 from gateway.errors import CapabilityError, Code, InputIssue
 from gateway.upstream.state import ExecutionState, with_state
 
+__all__ = [
+    "TranscodeError",
+    "UpstreamConfigError",
+]
+
 
 class UpstreamConfigError(Exception):
     """An upstream, descriptor or capability-to-method binding that cannot be loaded."""

@@ -25,8 +25,13 @@ from typing import Any, Final
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from gateway.upstream.descriptors import proto3_optional_names, real_oneofs
-from gateway.upstream.transcode import FLOAT32_MAX, INT_RANGES
+from gateway.upstream.fields import FLOAT32_MAX, INT_RANGES
 from gateway.upstream.wellknown import WRAPPERS
+
+__all__ = [
+    "DRAFT",
+    "derive_schema",
+]
 
 DRAFT: Final = "http://json-schema.org/draft-07/schema#"
 _F = FieldDescriptor

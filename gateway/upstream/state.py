@@ -17,6 +17,15 @@ from typing import Final
 
 from gateway.errors import CapabilityError
 
+__all__ = [
+    "ATTEMPTS_KEY",
+    "STATE_KEY",
+    "UPSTREAM_STATUS_KEY",
+    "ExecutionState",
+    "state_of",
+    "with_state",
+]
+
 STATE_KEY: Final = "execution_state"
 UPSTREAM_STATUS_KEY: Final = "upstream_status"
 ATTEMPTS_KEY: Final = "attempts"

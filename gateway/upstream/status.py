@@ -32,6 +32,13 @@ from capgate.v1 import procedure_pb2
 from gateway.errors import GENERIC_MESSAGE, CapabilityError, Code
 from gateway.upstream.state import UPSTREAM_STATUS_KEY, ExecutionState, with_state
 
+__all__ = [
+    "MAX_PUBLIC_MESSAGE",
+    "STATUS_TABLE",
+    "map_rpc_error",
+    "map_status",
+]
+
 _S = grpc.StatusCode
 STATUS_TABLE: Final[Mapping[Any, Code]] = {
     _S.UNAUTHENTICATED: Code.UNAUTHENTICATED,

@@ -20,6 +20,14 @@ from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
+__all__ = [
+    "WRAPPERS",
+    "Decode",
+    "Encode",
+    "FieldError",
+    "wkt_codec",
+]
+
 # One-argument converters: a failure raises FieldError and each container on the way out
 # prepends its path segment, so the happy path never builds path strings.
 Decode = Callable[[Any], Any]

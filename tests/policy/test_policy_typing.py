@@ -21,7 +21,10 @@ REFUND = {
     },
     "$defs": {"item": {"type": "object", "properties": {"sku": {"type": "string"}}}},
 }
-CANCEL = {"type": "object", "properties": {"order_id": {"type": "string"}, "reason": {"type": "string"}}}
+CANCEL = {
+    "type": "object",
+    "properties": {"order_id": {"type": "string"}, "reason": {"type": "string"}},
+}
 REGISTRY = {
     "orders.refund": {"input_schema": REFUND, "tags": ["billing"], "side_effect": "write"},
     "orders.cancel": {"input_schema": CANCEL, "tags": ["orders"], "side_effect": "write"},
@@ -152,7 +155,7 @@ def test_context_variables_are_typed(load_policies):
     assert errors == [
         "actor has no field 'rolez'",
         "capability has no field 'owner'",
-        "found no matching overload for '_>_' applied to '(google.protobuf.Timestamp, int)'",
+        "found no matching overload for '_>_' applied to '(timestamp, int)'",
         "approval.approver has no field 'name'",
         "found no matching overload for '_>_' applied to '(string, int)'",
     ]

@@ -195,6 +195,7 @@ async def test_forwarded_metadata_reaches_the_upstream(
         ("x-capgate-surface", "agent"),
         ("x-capgate-idempotency-key", "idem-1"),
         ("x-capgate-approval-id", "apr-1"),
+        ("x-capgate-correlation-id", "corr-1"),
         ("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
     ]
     await method_call(orders, orders_pool, GET)(
@@ -207,6 +208,7 @@ async def test_forwarded_metadata_reaches_the_upstream(
         "agent",
     )
     assert (record.idempotency_key, record.approval_id) == ("idem-1", "apr-1")
+    assert record.correlation_id == "corr-1"
     assert record.traceparent.startswith("00-0af7651916cd43dd")
     assert not record.actor_token_present
 

@@ -149,7 +149,7 @@ func Extract(v *actortoken.Verifier, md metadata.MD) (*AgentContext, error) {
 		return vals[0], true
 	}
 	ac := &AgentContext{
-		Actor: Actor{ID: claims.Subject, Issuer: claims.ActorIssuer, Kind: claims.Kind, Roles: claims.Roles},
+		Actor:       Actor{ID: claims.Subject, Issuer: claims.ActorIssuer, Kind: claims.Kind, Roles: claims.Roles},
 		ExecutionID: claims.ExecutionID, Capability: claims.Capability, Surface: claims.Surface,
 		ApprovalID: claims.ApprovalID, Approver: claims.Approver, Claims: claims,
 	}

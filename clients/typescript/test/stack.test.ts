@@ -78,6 +78,20 @@ describe("against the shared stack", { skip: skipWithoutStack }, () => {
     assert.match(outcome.executionId, /.+/);
   });
 
+  test("a JSON codec receives the exact output text, so 64-bit integers need not lose digits", async () => {
+    const raw = CapgateClient.connect({
+      target: stack.agents,
+      token: stack.tokens.alice,
+      json: { stringify: JSON.stringify, parse: (text) => text },
+    });
+    try {
+      const text = unwrap(await raw.invoke<string>("orders.get", { order_id: "o-1003" }));
+      assert.match(text, /9007199254740993/, "2^53 + 1 arrives exactly");
+    } finally {
+      raw.close();
+    }
+  });
+
   test("a refund over the limit is denied with POLICY_DENIED, and unwrap throws it", async () => {
     const outcome = await alice.invoke("orders.refund", { order_id: "o-1001", amount: 50000 });
     const error = expectError(outcome, "failed");
