@@ -52,7 +52,9 @@ policies:
     mode: shadow
     match: {expr: "capability.side_effect != 'none'"}
     rules:
-      - when: request.now.getHours('Europe/Berlin') < 8 || request.now.getHours('Europe/Berlin') >= 18
+      - when: >-
+          request.now.getHours('Europe/Berlin') < 8 ||
+          request.now.getHours('Europe/Berlin') >= 18
         effect: deny
   - name: item-consistency
     match: {capabilities: ["orders.refund"]}
@@ -130,7 +132,8 @@ def measure(backend: str, seconds: float, max_iterations: int) -> dict[str, floa
         policy_set = load_policy_set(Path(directory), backend=backend, limits=Limits(1.0))
     first = policy_set.evaluate_all(Phase.INVOCATION, request(orjson.loads(RAW)))
     assert first.decision is Decision.REQUIRE_APPROVAL, first
-    assert len(first.stances) == 10 and not any(s.error for s in first.stances), first.stances
+    assert len(first.stances) == 10, first.stances
+    assert not any(s.error for s in first.stances), first.stances
     samples = []
     deadline = time.perf_counter() + seconds
     while len(samples) < max_iterations and time.perf_counter() < deadline:
@@ -166,10 +169,13 @@ def main() -> None:
     print(f"input {len(RAW)} bytes, 10 policies per request")
     for backend in ("cel-expr-python", "cel-python"):
         r = results[backend]
-        print(f"{backend:16} median {r['median_us']:>9.1f} µs  p90 {r['p90_us']:>9.1f} µs  "
-              f"({r['iterations']} iterations)")
+        print(
+            f"{backend:16} median {r['median_us']:>9.1f} µs  p90 {r['p90_us']:>9.1f} µs  "
+            f"({r['iterations']} iterations)"
+        )
     verdict = "within" if results["within_budget"] else "OVER"
-    print(f"budget {BUDGET_US:.0f} µs: {verdict}; cel-python is {results['cel_python_slowdown']}x slower")
+    slowdown = results["cel_python_slowdown"]
+    print(f"budget {BUDGET_US:.0f} µs: {verdict}; cel-python is {slowdown}x slower")
     print(f"wrote {OUT}")
 
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from opentelemetry import trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from capgate.v1 import gateway_pb2, types_pb2
 from gateway import envelope
-from gateway.audit.events import build, stances
+from gateway.audit.events import build, completion_fields, failure_fields
 from gateway.call import Call, Runtime
 from gateway.errors import CapabilityError, Code, Event
 from gateway.jsonvalue import dumps
@@ -40,9 +40,10 @@ from gateway.stages.resume import (
     verify_input_hash,
 )
 from gateway.stages.validate import validate_input
+from gateway.telemetry import child_span, metrics, root_span
 
 log = logging.getLogger("capgate.pipeline")
-tracer = trace.get_tracer("capgate")
+_perf = time.perf_counter
 
 StageFn = Callable[[Call, Runtime], Awaitable[str | None]]
 
@@ -67,7 +68,8 @@ INVOKE: tuple[Stage, ...] = (
     Stage(8, "approval-gate", approval_gate, "agent.approval_request"),
     Stage(9, "execution-policies", evaluate_execution_policies, "agent.policy_evaluation"),
     Stage(10, "controls", attach_controls),
-    Stage(11, "procedure-invocation", invoke_procedure, "agent.procedure_execution", SpanKind.CLIENT),
+    # agent.procedure_execution: a CLIENT span per attempt, opened in stages/invoke.py.
+    Stage(11, "procedure-invocation", invoke_procedure),
     Stage(12, "output-validation", validate_output),
     Stage(13, "redaction", redact_output),
 )
@@ -89,46 +91,69 @@ RESUME: tuple[Stage, ...] = (
 )
 
 async def _run_stage(stage: Stage, call: Call, rt: Runtime) -> str | None:
-    if stage.span is None:
-        return await stage.run(call, rt)
-    with tracer.start_as_current_span(stage.span, kind=stage.span_kind) as span:
-        span.set_attribute("capgate.stage", stage.number)
-        return await stage.run(call, rt)
+    started = _perf()
+    try:
+        if stage.span is None:
+            return await stage.run(call, rt)
+        with child_span(stage.span, stage.span_kind, {"capgate.stage": stage.number}):
+            return await stage.run(call, rt)
+    finally:
+        metrics.stage_duration.observe(_perf() - started, (stage.name,))
 
 
 async def run(call: Call, rt: Runtime, stages: tuple[Stage, ...] = INVOKE) -> gateway_pb2.ExecutionResult:
     """Runs the stages; never raises for governed failures (seed 001: invoke never throws)."""
-    with tracer.start_as_current_span("agent.capability_call") as span:
-        span.set_attribute("capgate.capability_id", call.capability_id)
-        span.set_attribute("capgate.surface", call.surface)
-        span.set_attribute("capgate.revision", call.snapshot.revision)
+    with root_span("agent.capability_call") as span:
+        started = _perf()
         try:
             for stage in stages:
                 if await _run_stage(stage, call, rt) == SUSPEND:
                     # Approval required (stage 8 emitted its event) or a stored envelope.
                     assert call.result is not None
-                    span.set_attribute("capgate.outcome", "suspended")
+                    kind = call.result.WhichOneof("outcome")
+                    outcome = "approval_required" if kind == "approval_required" else "replayed"
+                    _observe(call, span, outcome, "", started)
                     return call.result
             result = await _completed(call, rt)
-            span.set_attribute("capgate.outcome", "completed")
-            span.set_attribute("capgate.attempts", call.attempts)
+            _observe(call, span, "completed", "", started)
             return result
         except CapabilityError as err:
-            span.set_attribute("capgate.outcome", err.spec.kind.value)
-            span.set_attribute("capgate.code", err.code.value)
-            span.set_status(Status(StatusCode.ERROR, err.code.value))
+            _observe(call, span, err.spec.kind.value, err.code.value, started)
             return await _failed(call, rt, err)
         except asyncio.CancelledError:
             # The caller went away: record it, then let cancellation propagate (nobody to answer).
             err = CapabilityError(Code.CANCELLED, reason="caller cancelled")
-            span.set_status(Status(StatusCode.ERROR, Code.CANCELLED.value))
+            _observe(call, span, err.spec.kind.value, Code.CANCELLED.value, started)
             await asyncio.shield(_failed(call, rt, err))
             raise
         except Exception as exc:  # noqa: BLE001 - the one error boundary (SI-9)
             log.exception("unexpected error in execution %s", call.execution_id)
             err = CapabilityError(Code.EXECUTION_FAILED, reason=f"unexpected {type(exc).__name__}")
-            span.set_status(Status(StatusCode.ERROR, Code.EXECUTION_FAILED.value))
+            _observe(call, span, err.spec.kind.value, err.code.value, started)
             return await _failed(call, rt, err)
+
+
+def _observe(call: Call, span: Span, outcome: str, code: str, started: float) -> None:
+    """Root span attributes and status, and the invocation metrics. Label values are bounded:
+    a capability id the registry does not hold is `(unknown)` (callers choose those ids)."""
+    capability = call.prepared.capability.id if call.prepared is not None else "(unknown)"
+    metrics.invocations.add((capability, call.surface, outcome, code))
+    metrics.invocation_duration.observe(_perf() - started, (capability, outcome))
+    if not span.is_recording():
+        return
+    span.set_attributes({
+        "capgate.capability_id": call.capability_id[:256],
+        "capgate.surface": call.surface,
+        "capgate.revision": call.snapshot.revision,
+        "capgate.execution_id": call.execution_id,
+        "capgate.outcome": outcome,
+        "capgate.attempts": call.attempts,
+    })
+    if call.approval_id:
+        span.set_attribute("capgate.approval_id", call.approval_id[:256])
+    if code:
+        span.set_attribute("capgate.code", code)
+        span.set_status(Status(StatusCode.ERROR, code))
 
 
 def _duration(call: Call, rt: Runtime) -> float:
@@ -145,8 +170,8 @@ async def _completed(call: Call, rt: Runtime) -> gateway_pb2.ExecutionResult:
         revision=call.snapshot.revision,
         approval_id=call.approval_id if call.approval is not None else "",
     )
-    rt.audit.emit(build(Event.COMPLETED, call, rt.wall(), outcome="completed", attempt=call.attempts,
-                        duration_ms=round(_duration(call, rt) * 1000, 3)))
+    duration_ms = round(_duration(call, rt) * 1000, 3)
+    rt.audit.emit(build(Event.COMPLETED, call, rt.wall(), **completion_fields(call, duration_ms)))
     await _record_outcome(call, rt, result)
     return result
 
@@ -162,18 +187,9 @@ async def _failed(call: Call, rt: Runtime, err: CapabilityError) -> gateway_pb2.
         revision=call.snapshot.revision,
         approval_id=call.approval_id if call.approval is not None else "",
     )
-    event = err.spec.event
-    fields: dict[str, object] = {"code": err.code.value, "stage": err.spec.stage,
-                                 "outcome": err.spec.kind.value, "attempt": call.attempts,
-                                 "duration_ms": round(_duration(call, rt) * 1000, 3)}
-    if err.reason:
-        fields["reason"] = err.reason  # the true reason, even when the caller saw not-found
-    if err.executed:
-        fields["executed_before_failure"] = True
-    if event is Event.DENIED:
-        fields["stances"] = stances(call)
     if call.execution_id:
-        rt.audit.emit(build(event, call, rt.wall(), **fields))
+        fields = failure_fields(call, err, round(_duration(call, rt) * 1000, 3))
+        rt.audit.emit(build(err.spec.event, call, rt.wall(), **fields))
     await _record_outcome(call, rt, result)
     return result
 

@@ -23,7 +23,8 @@ from urllib.parse import unquote, urlsplit
 
 from redis import exceptions as rexc
 from redis.asyncio import Redis
-from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.client import Pipeline
+from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ExponentialBackoff
@@ -31,6 +32,7 @@ from redis.backoff import ExponentialBackoff
 from gateway.settings import RedisSettings
 
 RedisClient: TypeAlias = Redis | RedisCluster
+RedisPipeline: TypeAlias = Pipeline | ClusterPipeline
 
 CONNECT_TIMEOUT_S: Final = 1.0
 OPERATION_TIMEOUT_S: Final = 2.0

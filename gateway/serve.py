@@ -14,18 +14,25 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from gateway.audit.approvals import ApprovalAudit
 from gateway.audit.sinks import AuditLog, RedisStreamSink, Sink, StreamSink
 from gateway.auth.actor_token import ActorTokenSigner
 from gateway.call import Runtime
 from gateway.config.loader import ConfigError, load_settings
 from gateway.config.watch import ConfigWatcher
+from gateway.notify.sink import WebhookNotifier, snapshot_facts
 from gateway.redis_server import RedisProcess
 from gateway.server import READY_SERVICE, REDIS_SERVICE, Servers, start_listeners
 from gateway.settings import Settings
 from gateway.snapshot import SnapshotHolder, build_snapshot
+from gateway.telemetry import metrics
+from gateway.telemetry.runtime import Telemetry, start_telemetry
 from gateway.upstream.channels import ChannelPool
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import SpanProcessor
 
 log = logging.getLogger("capgate")
 
@@ -48,6 +55,7 @@ class Gateway:
     redis_process: RedisProcess | None = None
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     watcher: ConfigWatcher | None = None
+    telemetry: Telemetry | None = None
 
     def ports(self) -> dict[str, int]:
         return {item.listener.name: item.port for item in self.servers.items}
@@ -77,6 +85,8 @@ class Gateway:
         audit = self.runtime.audit
         if isinstance(audit, AuditLog):
             await audit.close()
+        if self.telemetry is not None:
+            await self.telemetry.close()
         await self.pool.close()
         if self.redis is not None:
             with contextlib.suppress(Exception):
@@ -99,7 +109,10 @@ async def _redis_health(gw: Gateway) -> None:
         await asyncio.sleep(2.0)
 
 
-async def start(settings: Settings, *, extra_sinks: Sequence[Sink] = ()) -> Gateway:
+async def start(settings: Settings, *, extra_sinks: Sequence[Sink] = (),
+                span_processors: Sequence[SpanProcessor] = ()) -> Gateway:
+    """Start everything `capgate serve` runs; `extra_sinks` and `span_processors` let tests
+    and embedders receive audit events and spans in-process."""
     from gateway.approvals.store import RedisApprovalStore
     from gateway.idempotency import RedisIdempotencyStore
     from gateway.redisconn import connect
@@ -113,13 +126,21 @@ async def start(settings: Settings, *, extra_sinks: Sequence[Sink] = ()) -> Gate
             redis_settings = replace(redis_settings, url=process.url)
         redis = connect(redis_settings)
     sinks: list[Sink] = list(extra_sinks)
+    # Approval notifications ride the audit drain: never on the request path (issue 10).
+    notifier = WebhookNotifier(settings.notify) if settings.notify.webhooks else None
+    if notifier is not None:
+        sinks.append(notifier)
     for name in settings.audit.sinks:
         if name == "stdout":
             sinks.append(StreamSink())
         elif name == "file" and settings.audit.file:
-            sinks.append(StreamSink(open(settings.audit.file, "ab"), name="file"))  # noqa: SIM115
+            sinks.append(StreamSink.to_file(settings.audit.file))
         elif name == "redis" and redis is not None:
             sinks.append(RedisStreamSink(redis, settings.audit.redis_stream, settings.audit.redis_maxlen))
+        elif name == "otlp":
+            from gateway.audit.otlp import OtlpLogSink
+
+            sinks.append(OtlpLogSink())
     audit = AuditLog(sinks, buffer=settings.audit.buffer)
     audit.start()
     runtime = Runtime(audit=audit, signer=ActorTokenSigner(settings.actor_token))
@@ -127,22 +148,34 @@ async def start(settings: Settings, *, extra_sinks: Sequence[Sink] = ()) -> Gate
         runtime.signer.write_jwks(settings.actor_token.jwks_out)  # type: ignore[union-attr]
     prefix = settings.redis.key_prefix
     if redis is not None and settings.approvals.enabled:
+        # Decisions and expiries reach the audit trail from the process that made them.
+        on_transition = ApprovalAudit(audit, revision=lambda: holder.current.revision,
+                                      clock=runtime.wall)
         runtime.approvals = RedisApprovalStore(redis, prefix=prefix, settings=settings.approvals,
-                                               clock=runtime.wall)
+                                               clock=runtime.wall, on_transition=on_transition)
     if redis is not None and settings.idempotency.enabled:
         runtime.idempotency = RedisIdempotencyStore(redis, prefix=prefix,
                                                     ttl_s=settings.idempotency.ttl_s, clock=runtime.wall)
     pool = ChannelPool()
     snapshot = await build_snapshot(settings, pool, hmac_key=settings.audit.hmac_key.encode())
     holder = SnapshotHolder(snapshot)
+    if notifier is not None:
+        notifier.bind(snapshot_facts(lambda: holder.current))
     max_bytes = max([c.limits.max_bytes for c in settings.capabilities] + [settings.defaults.limits.max_bytes])
+    telemetry = start_telemetry(settings.telemetry, span_processors=span_processors)
     servers = await start_listeners(settings.listeners, lambda: holder.current, runtime,
-                                    max_message_bytes=max_bytes + 64 * 1024)
-    gw = Gateway(settings, holder, runtime, servers, pool, redis, process)
+                                    max_message_bytes=max_bytes + 64 * 1024,
+                                    interceptors=telemetry.interceptors())
+    gw = Gateway(settings, holder, runtime, servers, pool, redis, process, telemetry=telemetry)
+    if runtime.approvals is not None and redis is not None:
+        pending_key = runtime.approvals.keys.pending
+        telemetry.watch_gauge(metrics.approvals_pending, lambda: redis.zcard(pending_key))
     servers.set_serving("", True)
     servers.set_serving(READY_SERVICE, True)  # readiness = config and policies loaded
     if redis is not None:
         gw.tasks.append(asyncio.create_task(_redis_health(gw), name="redis-health"))
+    if notifier is not None:
+        gw.tasks.append(asyncio.create_task(notifier.run(), name="webhooks"))
     return gw
 
 

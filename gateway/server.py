@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,10 +86,11 @@ def build_listener(
     runtime: Runtime,
     *,
     max_message_bytes: int,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
 ) -> ListenerServer:
     options = [*_OPTIONS]
     options[0] = ("grpc.max_receive_message_length", max_message_bytes)
-    server = grpc.aio.server(options=options)
+    server = grpc.aio.server(options=options, interceptors=list(interceptors) or None)
     stage1 = Stage1(listener, build_authenticator(listener))
     services = [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
                 reflection.SERVICE_NAME]
@@ -126,10 +127,12 @@ async def start_listeners(
     runtime: Runtime,
     *,
     max_message_bytes: int,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
 ) -> Servers:
     servers = Servers()
     for listener in listeners:
-        item = build_listener(listener, snapshot, runtime, max_message_bytes=max_message_bytes)
+        item = build_listener(listener, snapshot, runtime, max_message_bytes=max_message_bytes,
+                              interceptors=interceptors)
         await item.server.start()
         if listener.address.startswith("unix://"):
             os.chmod(listener.address.removeprefix("unix://"), listener.socket_mode)

@@ -63,6 +63,21 @@ class TlsSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class McpSettings:
+    """An MCP listener (docs/mcp.md): endpoint, DNS-rebinding allow-lists, RFC 9728 metadata."""
+
+    path: str = "/mcp"
+    allowed_origins: tuple[str, ...] = ()  # a request carrying any other Origin gets 403
+    allowed_hosts: tuple[str, ...] = ()  # "host" or "host:port"; loopback names when bound there
+    resource_url: str | None = None  # the RFC 9728 `resource`; None => from the Host header
+    authorization_servers: tuple[str, ...] = ()  # empty => the listener's JWT issuers
+    tool_names: Mapping[str, str] = field(default_factory=dict)  # capability id -> tool name
+    approval_tool: bool = True  # offer capgate_approval_status (check or resume; never decide)
+    session_idle_timeout_s: float = 3600.0
+    max_sessions: int = 10_000
+
+
+@dataclass(frozen=True, slots=True)
 class Listener:
     name: str
     address: str  # "127.0.0.1:7443" or "unix:///run/capgate/capgate.sock"
@@ -78,6 +93,9 @@ class Listener:
     on_behalf_of: tuple[tuple[str, str], ...] = ()
     # Admin listeners: roles that may list every approval (auditors).
     auditor_roles: tuple[str, ...] = ("auditor",)
+    # grpc: the CapabilityGateway/ApprovalAdmin services; mcp: MCP Streamable HTTP (docs/mcp.md).
+    protocol: Literal["grpc", "mcp"] = "grpc"
+    mcp: McpSettings | None = None  # protocol mcp only
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +139,7 @@ class IdempotencySettings:
 
 @dataclass(frozen=True, slots=True)
 class AuditSettings:
-    sinks: tuple[Literal["stdout", "file", "redis"], ...] = ("stdout",)
+    sinks: tuple[Literal["stdout", "file", "redis", "otlp"], ...] = ("stdout",)
     file: str | None = None
     redis_stream: str = "capgate:audit"
     redis_maxlen: int = 100_000
@@ -150,6 +168,30 @@ class ActorTokenSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class Webhook:
+    """One notification endpoint for `capability.approval_requested` (never carries input, §12)."""
+
+    name: str
+    # repr=False: a Slack incoming-webhook URL is itself a credential.
+    url: str = field(default="", repr=False)
+    kind: Literal["slack", "generic"] = "generic"
+    secret: str = field(default="", repr=False)  # HMAC-SHA256 key of the body signature
+    timeout_s: float = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class NotifySettings:
+    """Webhook notifications: delivered in the background, retried with bounded backoff."""
+
+    webhooks: tuple[Webhook, ...] = ()
+    inbox_base_url: str = ""  # deep links: <inbox_base_url>/approvals/<id>
+    max_attempts: int = 5
+    initial_backoff_s: float = 1.0
+    max_backoff_s: float = 60.0
+    max_pending: int = 1000  # deliveries in flight or waiting to retry; more are dropped
+
+
+@dataclass(frozen=True, slots=True)
 class Defaults:
     timeout_s: float = 30.0
     deadline_margin_s: float = 0.05
@@ -171,6 +213,7 @@ class Settings:
     audit: AuditSettings = AuditSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     actor_token: ActorTokenSettings = ActorTokenSettings()
+    notify: NotifySettings = NotifySettings()
     defaults: Defaults = Defaults()
     source: str = ""  # path of the file or directory
     revision: str = ""  # sha256 of the config files (short hex)

@@ -1,7 +1,7 @@
-"""What we read from a checked CEL expression: identifiers and constant regexes.
+"""What we read from a checked CEL expression: the regexes given to `matches()` as literals.
 
 cel-expr-python hands back the checked AST only as serialized protobuf
-(`google.protobuf.Any` wrapping `cel.expr.CheckedExpr`). We need two facts from it, so
+(`google.protobuf.Any` wrapping `cel.expr.CheckedExpr`). We need one fact from it, so
 rather than ship the cel.expr protos we walk the wire format for the few fields
 involved (field numbers from cel-spec's `checked.proto` and `syntax.proto`).
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 __all__ = ["ExprFacts", "read_facts"]
 
 # cel.expr.Expr oneof members that hold sub-expressions, by field number.
-_EXPR_ID, _CONST, _IDENT, _SELECT, _CALL, _LIST, _STRUCT, _COMPREHENSION = 2, 3, 4, 5, 6, 7, 8, 9
+_EXPR_ID, _CONST, _SELECT, _CALL, _LIST, _STRUCT, _COMPREHENSION = 2, 3, 5, 6, 7, 8, 9
 _STRING_VALUE = 6  # Constant.string_value
 _CALL_TARGET, _CALL_FUNCTION, _CALL_ARGS = 1, 2, 3
 _COMPREHENSION_EXPRS = {2, 4, 5, 6, 7}  # iter_range, accu_init, loop_condition, loop_step, result
@@ -23,9 +23,8 @@ _STRUCT_ENTRY_EXPRS = {3, 4}  # map_key, value
 
 @dataclass(slots=True)
 class ExprFacts:
-    """Identifiers used, and each `matches()` pattern given as a literal (with its offset)."""
+    """Each `matches()` pattern given as a literal, with its offset in the source."""
 
-    idents: set[str] = field(default_factory=set)
     patterns: list[tuple[str, int]] = field(default_factory=list)
 
 
@@ -42,9 +41,7 @@ def _walk(expr: bytes, positions: dict[int, int], facts: ExprFacts) -> None:
     for number, value in _fields(expr):
         if not isinstance(value, bytes):
             continue
-        if number == _IDENT:
-            facts.idents.add(_text(_singular(value).get(1, b"")))
-        elif number == _SELECT:
+        if number == _SELECT:
             _walk(_bytes(_singular(value).get(1)), positions, facts)
         elif number == _CALL:
             _call(value, positions, facts)

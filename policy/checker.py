@@ -21,6 +21,7 @@ from cel_expr_python import cel
 
 from policy.celast import ExprFacts, read_facts
 from policy.celsource import CONST_VAR, Diagnostic, diagnostics, issue_at, rewrite_const
+from policy.diagnose import MATCH_CONTEXT, Variant, explain
 from policy.document import ExprSpec, PolicySpec
 from policy.errors import LoadIssue
 from policy.globs import compile_globs
@@ -29,31 +30,13 @@ from policy.schematypes import CONTEXT_TYPES, TypeBuilder
 
 __all__ = ["MATCH_CONTEXT", "Checker"]
 
-MATCH_CONTEXT = "match"
-"""The context of `match.expr`: every variable but `input` and `approval`."""
 
 _DYN = "dyn"
 _MAP_STYLE_USE = re.compile(
     r"found no matching overload for .* applied to '\(.*capgate\.check\.t\d+"
 )
-_UNDEFINED_FIELD = re.compile(r"undefined field '([^']+)' not found in struct '([^']+)'")
-_UNDECLARED = re.compile(r"undeclared reference to '([^']+)'")
-_TYPE_NAME = re.compile(r"capgate\.check\.[A-Za-z0-9_.]+")
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False
-_VARIABLE_HOME = {
-    "input": "invocation and execution phases (in a rule's `when`)",
-    "approval": "execution phase (in a rule's `when`)",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class _Variant:
-    """One distinct input type and the capabilities that share it."""
-
-    key: str
-    type_name: str | None
-    capabilities: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +57,7 @@ class Checker:
         self._envs: dict[tuple[str, str], Any] = {}
         self._registry = registry is not None
         self._caps: dict[str, _Capability] = {}
-        self._variants: dict[str, _Variant] = {}
+        self._variants: dict[str, Variant] = {}
         if registry is None:
             self.notes.append(
                 "input is dyn: no capability registry was given, so fields of `input` are not "
@@ -95,15 +78,15 @@ class Checker:
             self._caps[cap_id] = _Capability(frozenset(entry.get("tags") or ()), key)
         for key, ids in by_schema.items():
             type_name = None if key == _DYN else self.types.input_type(json.loads(key))
-            self._variants[key] = _Variant(key, type_name, tuple(ids))
+            self._variants[key] = Variant(key, type_name, tuple(ids))
         if untyped:
             self.notes.append(
                 f"input is dyn for capabilities without input_schema: {', '.join(untyped)}"
             )
 
-    def variants_for(self, policy: PolicySpec) -> list[_Variant]:
+    def variants_for(self, policy: PolicySpec) -> list[Variant]:
         """The input types `policy` can meet; `[dyn]` without a registry or a match."""
-        dyn = [_Variant(_DYN, None, ())]
+        dyn = [Variant(_DYN, None, ())]
         if not self._registry:
             return dyn
         pattern = compile_globs(policy.capabilities) if policy.capabilities else None
@@ -123,33 +106,32 @@ class Checker:
         return [self._variants[k] for k in keys]
 
     def check(
-        self, expr: ExprSpec, contexts: Sequence[str], variants: Sequence[_Variant]
-    ) -> tuple[list[LoadIssue], ExprFacts | None]:
-        """Issues for `expr` in every context, and facts from a successful compile."""
+        self, expr: ExprSpec, contexts: Sequence[str], variants: Sequence[Variant]
+    ) -> list[LoadIssue]:
+        """Every problem with `expr` in any of `contexts` (phases, or MATCH_CONTEXT)."""
         source = rewrite_const(expr.text)
         issues: list[LoadIssue] = []
-        facts = None
+        regexes_checked = False
         for context in contexts:
             has_input = context in {Phase.INVOCATION, Phase.EXECUTION}
-            failures: list[tuple[_Variant, list[Diagnostic]]] = []
-            checked = []
+            failures: list[tuple[Variant, list[Diagnostic]]] = []
+            checked = None
             for variant in variants if has_input else variants[:1]:
                 outcome = self._compile(context, variant if has_input else None, source)
-                if isinstance(outcome, list):
-                    failures.append((variant, outcome))
-                else:
-                    checked.append(outcome)
-            if not checked:
-                issues += self._explain(expr, context, failures)
+                if not isinstance(outcome, list):
+                    checked = outcome  # one input type that accepts the expression is enough
+                    break
+                failures.append((variant, outcome))
+            if checked is None:
+                issues += explain(expr, context, failures, self.types.labels)
                 continue
-            for compiled in checked:
-                issues += _bool_issues(expr, compiled)
-            if facts is None:
-                facts = read_facts(checked[0].serialize())
-                issues += _regex_issues(expr, facts)
-        return sorted(set(issues)), facts
+            issues += _bool_issues(expr, checked)
+            if not regexes_checked:
+                issues += _regex_issues(expr, read_facts(checked.serialize()))
+                regexes_checked = True
+        return sorted(set(issues))
 
-    def _compile(self, context: str, variant: _Variant | None, source: str) -> Any:
+    def _compile(self, context: str, variant: Variant | None, source: str) -> Any:
         try:
             return self._env(context, variant).compile(source)
         except RuntimeError as exc:
@@ -157,10 +139,10 @@ class Checker:
             if variant is not None and variant.type_name and _MAP_STYLE_USE.search(text):
                 # `'x' in input` or `input['x']` treat the input as a map, which its record
                 # type does not allow; field names cannot be checked there, types can.
-                return self._compile(context, _Variant(_DYN, None, ()), source)
+                return self._compile(context, Variant(_DYN, None, ()), source)
             return diagnostics(text)
 
-    def _env(self, context: str, variant: _Variant | None) -> Any:
+    def _env(self, context: str, variant: Variant | None) -> Any:
         key = (context, variant.key if variant else "-")
         env = self._envs.get(key)
         if env is None:
@@ -168,7 +150,7 @@ class Checker:
             self._envs[key] = env
         return env
 
-    def _declarations(self, context: str, variant: _Variant | None) -> dict[str, Any]:
+    def _declarations(self, context: str, variant: Variant | None) -> dict[str, Any]:
         names = ["actor", "capability", "request"]
         if context == Phase.EXECUTION:
             names.append("approval")
@@ -179,43 +161,6 @@ class Checker:
         if variant is not None:
             declared["input"] = cel.Type(variant.type_name) if variant.type_name else cel.Type.DYN
         return declared
-
-    def _explain(
-        self, expr: ExprSpec, context: str, failures: list[tuple[_Variant, list[Diagnostic]]]
-    ) -> list[LoadIssue]:
-        _, first = failures[0]
-        checked = sorted({c for variant, _ in failures for c in variant.capabilities})
-        out = []
-        for diag in first:
-            message = self._message(diag.message, context, checked)
-            out.append(issue_at(expr, diag.line, diag.column, message))
-        return out
-
-    def _message(self, message: str, context: str, checked: list[str]) -> str:
-        undeclared = _UNDECLARED.search(message)
-        if undeclared:
-            name = undeclared.group(1).split(".")[0]
-            if name in _VARIABLE_HOME:
-                where = "match.expr" if context == MATCH_CONTEXT else f"the {context} phase"
-                return f"`{name}` is not bound in {where}; it exists in the {_VARIABLE_HOME[name]}"
-            if name == "const":
-                return "no constants are defined (add a top-level `constants:` mapping)"
-            return (
-                f"unknown variable {name!r} (variables: actor, capability, surface, request, "
-                "input, approval, const)"
-            )
-        undefined = _UNDEFINED_FIELD.search(message)
-        if undefined:
-            field, owner = undefined.groups()
-            label = self.types.labels.get(owner, owner)
-            if label.startswith("input") and checked:
-                return (
-                    f"no matched capability's input schema has {label}.{field} "
-                    f"(checked: {', '.join(checked)})"
-                )
-            return f"{label} has no field {field!r}"
-        message = message.replace("google.protobuf.Timestamp", "timestamp")
-        return _TYPE_NAME.sub(lambda m: self.types.labels.get(m.group(0), m.group(0)), message)
 
 
 def _bool_issues(expr: ExprSpec, compiled: Any) -> list[LoadIssue]:

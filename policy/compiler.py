@@ -120,7 +120,7 @@ class _Compiler:
         )
 
     def _program(self, expr: ExprSpec, contexts: list[str], variants: Any) -> Program | None:
-        found, _ = self.checker.check(expr, contexts, variants)
+        found = self.checker.check(expr, contexts, variants)
         if found:
             self.issues += found
             return None

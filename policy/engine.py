@@ -80,11 +80,14 @@ class PolicySet:
         if selected or listed:
             variables = bindings_for(phase, req, req.now or self._clock(), self._constants)
             activation = self._backend.activation(variables)
-            for policy in selected + tuple(p for p in listed if isinstance(p, CompiledPolicy)):
-                stance = self._stance(policy, activation)
+            for policy in (*selected, *listed):
+                stance = (
+                    self._stance(policy, activation)
+                    if isinstance(policy, CompiledPolicy)
+                    else _unknown(policy)
+                )
                 if stance is not None:
                     stances.append(stance)
-            stances += [_unknown(name) for name in listed if isinstance(name, str)]
         return self._combine(stances, perf_counter() - started)
 
     def _select(self, phase: Phase, capability: Mapping[str, Any]) -> tuple[CompiledPolicy, ...]:

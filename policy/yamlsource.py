@@ -20,6 +20,7 @@ __all__ = ["Located", "ScalarSite", "YamlPath", "parse_documents"]
 YamlPath = tuple[str | int, ...]
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_BOOL_TAG = "tag:yaml.org,2002:bool"
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +115,8 @@ class _Walker:
             doc.sites[path] = self._site(node)
             if node.tag == _TIMESTAMP_TAG:
                 return node.value  # timestamps stay text; CEL spells them timestamp('...')
+            if node.tag == _BOOL_TAG and node.value.lower() not in {"true", "false"}:
+                return node.value  # YAML 1.1's yes/no/on/off stay text, as in the gateway config
             return self.constructor.construct_object(node, deep=True)
         inner = seen | {id(node)}
         if isinstance(node, yaml.SequenceNode):
@@ -159,35 +162,34 @@ class _Walker:
     def _segments(self, node: yaml.ScalarNode, quoted: int) -> tuple[tuple[int, int, int], ...]:
         """Source stretches spelling the value, or () when they do not (see ScalarSite)."""
         start, end = node.start_mark, node.end_mark
-        pieces: list[tuple[int, int, str]] = []  # 0-based line and column, text
+        value = node.value
         if node.style in {"|", ">"}:
             pieces = self._block_lines(start.line + 1)
-            value = node.value.rstrip("\n")
+            value = value.rstrip("\n")
         elif start.line == end.line:
             text = self.lines[start.line][start.column + quoted : end.column - quoted]
             pieces = [(start.line, start.column + quoted, text)]
-            value = node.value
         elif node.style is None:
-            for i in range(start.line, end.line + 1):
-                line = self.lines[i]
-                text = (
-                    line[start.column :]
-                    if i == start.line
-                    else line[: end.column if i == end.line else None]
-                )
-                stripped = text.strip()
-                pieces.append(
-                    (
-                        i,
-                        len(text) - len(text.lstrip()) + (start.column if i == start.line else 0),
-                        stripped,
-                    )
-                )
-            value = node.value
+            pieces = self._plain_lines(start.line, start.column, end.line, end.column)
+        else:
+            return ()  # multi-line quoted scalars fold escapes and spaces: no exact map
         joiner = "\n" if node.style == "|" else " "
         if not pieces or joiner.join(p[2] for p in pieces) != value:
             return ()
         return tuple((line + 1, column + 1, len(text)) for line, column, text in pieces)
+
+    def _plain_lines(
+        self, first: int, first_column: int, last: int, last_column: int
+    ) -> list[tuple[int, int, str]]:
+        """A multi-line plain scalar's lines, each stripped (YAML folds them with spaces)."""
+        pieces = []
+        for index in range(first, last + 1):
+            line = self.lines[index]
+            offset = first_column if index == first else 0
+            text = line[offset : last_column if index == last else None]
+            stripped = text.strip()
+            pieces.append((index, offset + len(text) - len(text.lstrip()), stripped))
+        return pieces
 
     def _block_lines(self, first: int) -> list[tuple[int, int, str]]:
         """The body of a block scalar starting at 0-based line `first`, indentation removed."""

@@ -59,13 +59,11 @@ class ApprovalAdminServicer(admin_pb2_grpc.ApprovalAdminServicer):  # type: igno
         authenticate: Authenticate,
         listener: Listener,
         view: View | None = None,
-        on_decision: Callable[[ApprovalRecord], object] | None = None,
     ) -> None:
         self._store = store
         self._authenticate = authenticate
         self._listener = listener
         self._view = view or _default_view
-        self._on_decision = on_decision  # e.g. audit capability.approved / .rejected
 
     async def _actor(self, context: Context) -> Actor:
         try:
@@ -158,8 +156,6 @@ class ApprovalAdminServicer(admin_pb2_grpc.ApprovalAdminServicer):  # type: igno
             )
         except CapabilityError as err:
             return admin_pb2.DecideApprovalResponse(error=error_to_proto(err))
-        if self._on_decision is not None:
-            self._on_decision(record)
         return admin_pb2.DecideApprovalResponse(approval=self._view(record))
 
     async def WatchApprovals(

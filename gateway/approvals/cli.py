@@ -164,7 +164,8 @@ def _list(stub: admin_pb2_grpc.ApprovalAdminStub, args: argparse.Namespace) -> i
         if reply.HasField("error"):
             return _refused(reply.error)
         found.extend(reply.approvals)
-        if not args.all_pages:
+        # Pages may be short (the server bounds the work per call): fill one screenful.
+        if not args.all_pages and len(found) >= args.page_size:
             if reply.next_page_token and args.format == "table":
                 sys.stderr.write("more results: use --all-pages\n")
             break

@@ -16,7 +16,7 @@ from typing import Any, Final
 from redis.exceptions import ResponseError
 
 from gateway.approvals.records import ApprovalRecord
-from gateway.redisconn import RedisClient
+from gateway.redisconn import RedisClient, RedisPipeline
 
 BLOCK_CHUNK_MS: Final = 1000  # < the 2 s operation timeout of gateway.redisconn
 _BATCH: Final = 100
@@ -88,14 +88,14 @@ class EventLog:
         self._key = key
         self._maxlen = maxlen
 
-    async def publish(self, event_type: str, approval_id: str) -> str:
-        event_id = await self._redis.xadd(
+    def queue(self, pipe: RedisPipeline, event_type: str, approval_id: str) -> None:
+        """Add the event to `pipe` (sent with the index updates of the same transition)."""
+        pipe.xadd(
             self._key,
             {"type": event_type, "id": approval_id},
             maxlen=self._maxlen,
             approximate=True,
         )
-        return _text(event_id)
 
     async def tail(self) -> str:
         """The newest event id, or "0-0" for an empty stream (the start of "only new events")."""

@@ -14,21 +14,14 @@ of an approved record succeeds; a record left `consumed` is never consumed again
 
 from __future__ import annotations
 
-import asyncio
 import math
-from collections.abc import AsyncIterator, Callable, Collection, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from collections.abc import AsyncIterator, Callable, Collection
+from dataclasses import replace
 from typing import Any
 
-from gateway.approvals import listing, upkeep
-from gateway.approvals.events import (
-    BLOCK_CHUNK_MS,
-    ApprovalEventRecord,
-    EventLog,
-    WatchGap,
-    parse_id,
-)
+from gateway.approvals import feed, listing, upkeep
+from gateway.approvals.events import ApprovalEventRecord, EventLog, WatchGap
+from gateway.approvals.failures import ApprovalConsumed, available, not_found
 from gateway.approvals.keys import Keys, valid_id
 from gateway.approvals.records import (
     ApprovalRecord,
@@ -42,36 +35,12 @@ from gateway.approvals.records import verify_input as _verify_input
 from gateway.approvals.scripts import ALL as SCRIPTS
 from gateway.errors import CapabilityError, Code
 from gateway.model import Actor
-from gateway.redisconn import RedisClient, RedisUnavailable, mapped_errors
+from gateway.redisconn import RedisClient
 from gateway.settings import ApprovalSettings
 
 __all__ = ["ApprovalConsumed", "RedisApprovalStore", "WatchGap"]
 
 DEFAULT_EVENTS_MAXLEN = 10_000
-
-
-@dataclass(eq=False)
-class ApprovalConsumed(CapabilityError):
-    """APPROVAL_CONSUMED carrying the record, so a repeated Resume can answer with the stored
-    envelope (`executed`) or report the outcome as unknown (`consumed`: never re-run)."""
-
-    record: ApprovalRecord | None = None
-
-
-@contextmanager
-def _available() -> Iterator[None]:
-    try:
-        with mapped_errors():
-            yield
-    except RedisUnavailable as exc:
-        raise CapabilityError(
-            Code.APPROVAL_UNAVAILABLE, reason=f"approval store unavailable ({exc})"
-        ) from exc
-
-
-def _not_found() -> CapabilityError:
-    # SI-8: one answer for unknown ids and for other requesters' or surfaces' approvals.
-    return CapabilityError(Code.APPROVAL_NOT_FOUND, reason="unknown approval")
 
 
 def _flag(value: Any) -> bool:
@@ -89,8 +58,11 @@ class RedisApprovalStore:
         settings: ApprovalSettings,
         clock: Callable[[], float],
         events_maxlen: int = DEFAULT_EVENTS_MAXLEN,
+        on_transition: Callable[[str, ApprovalRecord], None] | None = None,
     ) -> None:
         self._redis = redis
+        # Called once per transition this process made (audit, metrics): event type, record.
+        self._on_transition = on_transition
         self._keys = Keys(prefix)
         self._settings = settings
         self._clock = clock
@@ -140,7 +112,7 @@ class RedisApprovalStore:
         )
         ttl_ms = math.ceil((record.expires_at - now + self._settings.retention_s) * 1000)
         fields = [item for pair in to_hash(record).items() for item in pair]
-        with _available():
+        with available():
             admitted = await self._scripts["reserve"](
                 keys=[self._keys.actor(record.requester.identity)],
                 args=[
@@ -165,16 +137,14 @@ class RedisApprovalStore:
                 ):
                     raise CapabilityError(Code.APPROVAL_UNAVAILABLE, reason="approval id reused")
                 record = existing
-            await upkeep.index_created(self._redis, self._keys, record)
-            if created:
-                await self._events.publish("requested", record.id)
+            await self._after(record, "requested" if created else None, created=True)
         return record
 
     async def get(self, approval_id: str) -> ApprovalRecord | None:
         """The record, or None; a live record past its expiry is marked `expired` (once)."""
         if not valid_id(approval_id):
             return None
-        with _available():
+        with available():
             raw = await self._redis.hgetall(self._keys.record(approval_id))
         if not raw:
             return None
@@ -186,7 +156,7 @@ class RedisApprovalStore:
         ids = [i for i in dict.fromkeys(approval_ids) if valid_id(i)]
         if not ids:
             return {}
-        with _available():
+        with available():
             pipe = self._redis.pipeline(transaction=False)
             for approval_id in ids:
                 pipe.hgetall(self._keys.record(approval_id))
@@ -206,7 +176,7 @@ class RedisApprovalStore:
         now = self._clock()
         if not record.expired_at(now):
             return record
-        with _available():
+        with available():
             reply = await self._run("expire", self._keys.record(record.id), now)
             if bytes(reply[0]) != b"OK":
                 return record  # gone meanwhile (retention passed): report what we read
@@ -215,9 +185,29 @@ class RedisApprovalStore:
                 await self._left_pending(expired, "expired")
         return expired
 
-    async def _left_pending(self, record: ApprovalRecord, event: str) -> None:
-        await upkeep.index_left_pending(self._redis, self._keys, record)
-        await self._events.publish(event, record.id)
+    async def _after(
+        self,
+        record: ApprovalRecord,
+        event: str | None,
+        *,
+        created: bool = False,
+        left_pending: bool = False,
+    ) -> None:
+        """Index updates and the event of one transition, in one (non-atomic) pipeline."""
+        pipe = self._redis.pipeline(transaction=False)
+        if created:
+            upkeep.queue_created(pipe, self._keys, record)
+        if left_pending:
+            upkeep.queue_left_pending(pipe, self._keys, record)
+        if event:
+            self._events.queue(pipe, event, record.id)
+        if created or left_pending or event:
+            await pipe.execute()
+        if event and self._on_transition is not None:
+            self._on_transition(event, record)
+
+    async def _left_pending(self, record: ApprovalRecord, event: str | None) -> None:
+        await self._after(record, event, left_pending=True)
 
     # -- transitions -------------------------------------------------------------------------
 
@@ -240,7 +230,7 @@ class RedisApprovalStore:
         the record back (a retry after a lost reply), without a second event.
         """
         if not valid_id(approval_id):
-            raise _not_found()
+            raise not_found()
         if approver.anonymous:
             raise CapabilityError(Code.FORBIDDEN, reason="anonymous approver")
         verdict = Status.APPROVED if approve else Status.REJECTED
@@ -257,7 +247,7 @@ class RedisApprovalStore:
             "1" if self._settings.reject_self_approval else "0",
             *approver.roles,
         ]
-        with _available():
+        with available():
             reply = await self._run("decide", self._keys.record(approval_id), *args)
             code, changed = bytes(reply[0]).decode(), _flag(reply[1])
             if code == Code.APPROVAL_EXPIRED and changed:
@@ -275,14 +265,15 @@ class RedisApprovalStore:
         """approved → consumed, at most once (SI-12), for Resume.
 
         Checks in seed 001's order: unknown id, another requester (issuer, id) or another
-        surface → APPROVAL_NOT_FOUND (SI-8); pending → APPROVAL_PENDING; rejected →
-        APPROVAL_REJECTED; expired (or past its expiry) → APPROVAL_EXPIRED; consumed or
+        surface → APPROVAL_NOT_FOUND (SI-8); then, a pending or approved record past its expiry
+        being expired first (ADR 0006), pending → APPROVAL_PENDING; rejected →
+        APPROVAL_REJECTED; expired → APPROVAL_EXPIRED; consumed or
         executed → `ApprovalConsumed` carrying the record; decided by the requester →
         APPROVAL_SELF_APPROVAL (SI-4). A retry by the execution that consumed it gets the
         record back. Re-hashing the input (SI-5) is the caller's: see `verify_input`.
         """
         if not valid_id(approval_id):
-            raise _not_found()
+            raise not_found()
         args = [
             self._clock(),
             requester.issuer,
@@ -291,7 +282,7 @@ class RedisApprovalStore:
             execution_id,
             "1" if self._settings.reject_self_approval else "0",
         ]
-        with _available():
+        with available():
             reply = await self._run("consume", self._keys.record(approval_id), *args)
             code, changed = bytes(reply[0]).decode(), _flag(reply[1])
             if code == Code.APPROVAL_EXPIRED and changed:
@@ -301,12 +292,12 @@ class RedisApprovalStore:
                     Code.APPROVAL_CONSUMED, reason="already consumed", record=from_flat(reply[2:])
                 )
             if code == Code.APPROVAL_NOT_FOUND:
-                raise _not_found()
+                raise not_found()
             if code != "OK":
                 raise CapabilityError(Code(code), reason=f"resume refused: {code}")
             record = from_flat(reply[2:])
             if changed:
-                await self._events.publish("consumed", record.id)
+                await self._after(record, "consumed")
         return record
 
     async def finish(
@@ -323,8 +314,8 @@ class RedisApprovalStore:
         a record whose finish never arrives stays `consumed` — outcome UNKNOWN, never re-run.
         """
         if not valid_id(approval_id):
-            raise _not_found()
-        with _available():
+            raise not_found()
+        with available():
             reply = await self._run(
                 "finish",
                 self._keys.record(approval_id),
@@ -335,12 +326,12 @@ class RedisApprovalStore:
             )
             code, changed = bytes(reply[0]).decode(), _flag(reply[1])
             if code == Code.APPROVAL_NOT_FOUND:
-                raise _not_found()
+                raise not_found()
             if code != "OK":
                 raise CapabilityError(Code(code), reason="finish by another execution")
             record = from_flat(reply[2:])
             if changed:
-                await self._events.publish("executed", record.id)
+                await self._after(record, "executed")
         return record
 
     # -- listing, events, upkeep -------------------------------------------------------------
@@ -369,63 +360,26 @@ class RedisApprovalStore:
             page_size=page_size,
             page_token=page_token,
         )
-        with _available():
+        with available():
             return await listing.page(self._redis, self._keys, query, self.get_many, visible)
 
-    async def watch(self, after_event_id: str | None = None) -> AsyncIterator[ApprovalEventRecord]:
+    def watch(self, after_event_id: str | None = None) -> AsyncIterator[ApprovalEventRecord]:
         """Events after `after_event_id` (None: only new ones), forever.
 
         Raises WatchGap when events after that id were trimmed or the id is unknown to the
         stream, ValueError for a malformed id, APPROVAL_UNAVAILABLE when Redis is down.
         """
-        if after_event_id:
-            parse_id(after_event_id)
-            cursor = after_event_id
-            with _available():
-                await self._events.check(cursor)  # answer a gap at once, not after a block
-        else:
-            with _available():
-                cursor = await self._events.tail()
-        while True:
-            with _available():
-                raws = await self._events.read(cursor, block_ms=BLOCK_CHUNK_MS, checked=True)
-            if not raws:
-                continue
-            records = await self.get_many({raw.approval_id for raw in raws})
-            for raw in raws:
-                yield ApprovalEventRecord(
-                    raw.event_id, raw.type, raw.approval_id, records.get(raw.approval_id)
-                )
-            cursor = raws[-1].event_id
+        return feed.watch(self._events, after_event_id, self.get_many)
 
     async def wait(self, approval_id: str, timeout_s: float) -> ApprovalRecord | None:
-        """Long-poll: the record once it leaves pending, or as it is when `timeout_s` ends.
-
-        Woken by the event stream (blocking reads, no polling of the record); the wait also
-        ends at the approval's expiry, when the record reads as expired.
-        """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(0.0, timeout_s)
-        with _available():
-            cursor = await self._events.tail()
-        record = await self.get(approval_id)
-        while record is not None and record.status == Status.PENDING:
-            remaining = min(deadline - loop.time(), record.expires_at - self._clock())
-            if remaining <= 0:
-                return await self.get(approval_id)
-            block_ms = max(1, min(BLOCK_CHUNK_MS, math.ceil(remaining * 1000)))
-            with _available():
-                raws = await self._events.read(cursor, block_ms=block_ms, checked=False)
-            if raws:
-                cursor = raws[-1].event_id
-            if any(raw.approval_id == approval_id for raw in raws):
-                record = await self.get(approval_id)
-        return record
+        """Long-poll: the record once it leaves pending, or as it is when `timeout_s` ends
+        (None for an unknown id). The wait also ends at the approval's expiry."""
+        return await feed.wait(self._events, approval_id, timeout_s, self.get, self._clock)
 
     async def expire_sweep(self, now: float | None = None) -> int:
         """Mark due pending records expired (with events); returns how many it expired."""
         when = self._clock() if now is None else now
-        with _available():
+        with available():
             due = await upkeep.due_pending(self._redis, self._keys, when)
             expired = 0
             for approval_id in due:
@@ -438,11 +392,11 @@ class RedisApprovalStore:
                     await self._left_pending(record, "expired")
                     expired += 1
                 elif record.status != Status.PENDING:
-                    await upkeep.index_left_pending(self._redis, self._keys, record)
+                    await self._left_pending(record, None)
             await upkeep.prune_all(self._redis, self._keys, when - self._settings.retention_s)
         return expired
 
     async def reconcile(self) -> upkeep.ReconcileReport:
         """Rebuild every index from a SCAN of the records (run at start-up and periodically)."""
-        with _available():
+        with available():
             return await upkeep.reconcile(self._redis, self._keys, self.get_many)

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from gateway.approvals.keys import Keys
 from gateway.approvals.records import ApprovalRecord, Status
-from gateway.redisconn import RedisClient
+from gateway.redisconn import RedisClient, RedisPipeline
 
 _SWEEP_BATCH: Final = 500
 _SCAN_COUNT: Final = 500
@@ -36,19 +36,15 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-async def index_created(redis: RedisClient, keys: Keys, record: ApprovalRecord) -> None:
-    pipe = redis.pipeline(transaction=False)
+def queue_created(pipe: RedisPipeline, keys: Keys, record: ApprovalRecord) -> None:
     pipe.zadd(keys.pending, {record.id: record.expires_at})
     pipe.zadd(keys.all, {record.id: record.created_at})
     pipe.zadd(keys.capability(record.capability_id), {record.id: record.created_at})
-    await pipe.execute()
 
 
-async def index_left_pending(redis: RedisClient, keys: Keys, record: ApprovalRecord) -> None:
-    pipe = redis.pipeline(transaction=False)
+def queue_left_pending(pipe: RedisPipeline, keys: Keys, record: ApprovalRecord) -> None:
     pipe.zrem(keys.pending, record.id)
     pipe.zrem(keys.actor(record.requester.identity), record.id)
-    await pipe.execute()
 
 
 async def drop_from_pending(redis: RedisClient, keys: Keys, approval_id: str) -> None:

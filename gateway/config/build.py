@@ -29,12 +29,14 @@ from gateway.settings import (
     JwtKey,
     Listener,
     MtlsAuth,
+    NotifySettings,
     RedisSettings,
     Settings,
     TelemetrySettings,
     TlsSettings,
     TrustedLocalAuth,
     Upstream,
+    Webhook,
 )
 
 Spec = dict[str, tuple[str, Callable[[Any], Any]]]
@@ -270,6 +272,7 @@ def build_settings(root: Mapping[str, Any], base: Path, *, source: str, revision
             **_kw(root.get("telemetry"), _simple("tracing", "prometheus_address", "otlp"))
         ),
         actor_token=ActorTokenSettings(**_kw(root.get("actor_token"), _actor_token_spec(path))),
+        notify=_notify(root.get("notify")),
         defaults=defaults,
         source=source,
         revision=revision,
@@ -295,6 +298,20 @@ def _audit_spec(path: Callable[[Any], Any]) -> Spec:
         "sinks": ("sinks", tuple),
         "file": ("file", path),
     }
+
+
+_WEBHOOK: Spec = _simple("url", "kind", "secret") | {"timeout": ("timeout_s", parse_duration)}
+_NOTIFY: Spec = _simple("inbox_base_url", "max_attempts", "max_pending") | {
+    "initial_backoff": ("initial_backoff_s", parse_duration),
+    "max_backoff": ("max_backoff_s", parse_duration),
+}
+
+
+def _notify(node: Any) -> NotifySettings:
+    if not isinstance(node, Mapping):
+        return NotifySettings()
+    hooks = tuple(Webhook(name=n["name"], **_kw(n, _WEBHOOK)) for n in node.get("webhooks", ()))
+    return NotifySettings(webhooks=hooks, **_kw(node, _NOTIFY))
 
 
 def _actor_token_spec(path: Callable[[Any], Any]) -> Spec:

@@ -8,10 +8,12 @@ suspend with an `approval_required` envelope. Resume enters through `load_approv
 
 from __future__ import annotations
 
+from opentelemetry import trace
+
 from capgate.v1 import gateway_pb2, types_pb2
 from gateway.approvals.convert import to_proto
 from gateway.approvals.records import ApprovalRecord
-from gateway.audit.events import build
+from gateway.audit.events import build, stances
 from gateway.call import Call, Runtime
 from gateway.canonical import input_hash
 from gateway.errors import CapabilityError, Code, Event
@@ -84,7 +86,9 @@ async def approval_gate(call: Call, rt: Runtime) -> str | None:
     record = await store.create(record)
     call.approval_id = record.id
     rt.audit.emit(build(Event.APPROVAL_REQUESTED, call, now, approval_id=record.id,
-                        reasons=list(reasons), expires_at=record.expires_at))
+                        reasons=list(reasons), expires_at=record.expires_at,
+                        stances=stances(call)))
+    trace.get_current_span().set_attribute("capgate.approval_id", record.id)
     result = gateway_pb2.ExecutionResult(
         execution_id=call.execution_id,
         capability_id=capability.id,

@@ -3,7 +3,7 @@ the deadline, and `capability.started` (awaited in strict audit mode: AUDIT_UNAV
 
 from __future__ import annotations
 
-from gateway.audit.events import build
+from gateway.audit.events import build, stances
 from gateway.audit.sinks import AuditUnavailable
 from gateway.call import Call, Runtime
 from gateway.canonical import input_hash
@@ -44,7 +44,7 @@ async def attach_controls(call: Call, rt: Runtime) -> str | None:
     call.deadline = compute_deadline(call, rt)
     if call.deadline <= rt.monotonic():
         raise CapabilityError(Code.TIMEOUT, reason="no time left before the upstream call")
-    event = build(Event.STARTED, call, rt.wall())
+    event = build(Event.STARTED, call, rt.wall(), stances=stances(call))  # each policy's stance
     if call.snapshot.settings.audit.strict:
         try:
             await rt.audit.emit_strict(event)

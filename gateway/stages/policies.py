@@ -9,10 +9,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from opentelemetry import trace
 from policy import Decision, EvalRequest, Evaluation, Phase
 
 from gateway.call import Call, Runtime
 from gateway.errors import CapabilityError, Code, not_found
+from gateway.telemetry import metrics
 
 
 def eval_request(call: Call, rt: Runtime, *, with_input: bool, approval: Any = None) -> EvalRequest:
@@ -31,6 +33,22 @@ def eval_request(call: Call, rt: Runtime, *, with_input: bool, approval: Any = N
     )
 
 
+def _evaluate(call: Call, phase: Phase, req: EvalRequest) -> Evaluation:
+    """All policies of `phase`, with their latency and failures measured (metrics, span)."""
+    ev = call.snapshot.policies.evaluate_all(phase, req)
+    label = (phase.value,)
+    metrics.policy_duration.observe(ev.duration_s, label)
+    if ev.failed:
+        metrics.policy_failures.add(label)
+    span = trace.get_current_span()  # agent.policy_evaluation when sampled
+    if span.is_recording():
+        span.set_attributes({"capgate.policy.phase": phase.value,
+                             "capgate.policy.decision": ev.decision.name.lower(),
+                             "capgate.policy.count": len(ev.stances),
+                             "capgate.policy.failed": ev.failed})
+    return ev
+
+
 def _enforce(call: Call, rt: Runtime, ev: Evaluation, *, allow_approval: bool) -> None:
     if ev.decision is Decision.DENY:
         code = Code.POLICY_FAILED if ev.failed else Code.POLICY_DENIED
@@ -43,7 +61,7 @@ def _enforce(call: Call, rt: Runtime, ev: Evaluation, *, allow_approval: bool) -
 
 
 async def evaluate_invocation_policies(call: Call, rt: Runtime) -> None:
-    ev = call.snapshot.policies.evaluate_all(Phase.INVOCATION, eval_request(call, rt, with_input=True))
+    ev = _evaluate(call, Phase.INVOCATION, eval_request(call, rt, with_input=True))
     call.evaluation = ev
     _enforce(call, rt, ev, allow_approval=True)
 
@@ -51,7 +69,7 @@ async def evaluate_invocation_policies(call: Call, rt: Runtime) -> None:
 async def reevaluate_invocation_policies(call: Call, rt: Runtime) -> None:
     """Resume: deny and hide are re-evaluated; a new require-approval is already satisfied by
     the approval being resumed (ADR 0007)."""
-    ev = call.snapshot.policies.evaluate_all(Phase.INVOCATION, eval_request(call, rt, with_input=True))
+    ev = _evaluate(call, Phase.INVOCATION, eval_request(call, rt, with_input=True))
     call.evaluation = ev
     _enforce(call, rt, ev, allow_approval=False)
 
@@ -67,7 +85,7 @@ async def evaluate_execution_policies(call: Call, rt: Runtime) -> None:
             "reasons": list(record.reasons),
         }
     req = eval_request(call, rt, with_input=True, approval=approval)
-    ev = call.snapshot.policies.evaluate_all(Phase.EXECUTION, req)
+    ev = _evaluate(call, Phase.EXECUTION, req)
     if ev.stances:
         call.extra["execution_stances"] = [s.policy for s in ev.stances]
     if ev.decision in (Decision.DENY, Decision.HIDE):

@@ -1,7 +1,7 @@
 """The gateway's metrics: cheap in-process aggregation read by the exporters.
 
 Why not the OpenTelemetry SDK's synchronous instruments on the request path: measured here, one
-`Counter.add` or `Histogram.record` with three attributes costs 20–35 µs on this machine (it
+`Counter.add` or `Histogram.record` with three attributes costs 20 to 35 µs on this machine (it
 builds a measurement, hashes a frozenset of attributes, takes a lock and consults exemplar
 filters), while a dict update and a `bisect` cost well under 1 µs. An invocation records about
 fifteen values, so the SDK path alone would be a tenth of the bare proxy hop (DESIGN §11).
@@ -29,8 +29,24 @@ MAX_SERIES: Final = 2000
 OTHER: Final = "_other"
 # Seconds: from 50 µs (a cached policy) to 30 s (the default deadline).
 LATENCY_BOUNDS: Final = (
-    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-    0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
 )
 
 Labels = tuple[str, ...]
@@ -121,7 +137,11 @@ class Histogram(_Instrument):
     kind: Kind = "histogram"
 
     def __init__(
-        self, name: str, description: str, unit: str, label_names: Labels,
+        self,
+        name: str,
+        description: str,
+        unit: str,
+        label_names: Labels,
         bounds: Sequence[float] = LATENCY_BOUNDS,
     ) -> None:
         super().__init__(name, description, unit, label_names)
@@ -151,10 +171,24 @@ class Histogram(_Instrument):
         out = []
         for labels, raw in list(dict(self._series).items()):
             data = list(raw)
-            out.append(Series(labels, buckets=tuple(int(c) for c in data[:n]), total=data[n],
-                              minimum=data[n + 1], maximum=data[n + 2]))
-        return Snapshot(self.name, self.description, self.unit, self.kind, self.label_names,
-                        tuple(out), self.bounds)
+            out.append(
+                Series(
+                    labels,
+                    buckets=tuple(int(c) for c in data[:n]),
+                    total=data[n],
+                    minimum=data[n + 1],
+                    maximum=data[n + 2],
+                )
+            )
+        return Snapshot(
+            self.name,
+            self.description,
+            self.unit,
+            self.kind,
+            self.label_names,
+            tuple(out),
+            self.bounds,
+        )
 
 
 class Metrics:
@@ -162,41 +196,71 @@ class Metrics:
 
     def __init__(self) -> None:
         self.invocations = Counter(
-            "capgate.invocations", "Executions by capability, surface, outcome and code.",
-            "{execution}", ("capability", "surface", "outcome", "code"))
+            "capgate.invocations",
+            "Executions by capability, surface, outcome and code.",
+            "{execution}",
+            ("capability", "surface", "outcome", "code"),
+        )
         self.invocation_duration = Histogram(
-            "capgate.invocation.duration", "Time from execution id to envelope.", "s",
-            ("capability", "outcome"))
+            "capgate.invocation.duration",
+            "Time from execution id to envelope.",
+            "s",
+            ("capability", "outcome"),
+        )
         self.stage_duration = Histogram(
-            "capgate.stage.duration", "Time spent in each pipeline stage.", "s", ("stage",))
+            "capgate.stage.duration", "Time spent in each pipeline stage.", "s", ("stage",)
+        )
         self.policy_duration = Histogram(
             "capgate.policy.evaluation.duration",
-            "Time to evaluate all applicable policies of a phase.", "s", ("phase",))
+            "Time to evaluate all applicable policies of a phase.",
+            "s",
+            ("phase",),
+        )
         self.policy_failures = Counter(
             "capgate.policy.evaluation.failures",
-            "Evaluations that failed closed (error or time limit, SI-7).", "{evaluation}",
-            ("phase",))
+            "Evaluations that failed closed (error or time limit, SI-7).",
+            "{evaluation}",
+            ("phase",),
+        )
         self.approvals_pending = Gauge(
-            "capgate.approvals.pending", "Approvals waiting for a decision (from Redis).",
-            "{approval}", ())
+            "capgate.approvals.pending",
+            "Approvals waiting for a decision (from Redis).",
+            "{approval}",
+            (),
+        )
         self.approvals_decided = Counter(
-            "capgate.approvals.decided", "Approval decisions by verdict.", "{approval}",
-            ("verdict",))
+            "capgate.approvals.decided",
+            "Approval decisions by verdict.",
+            "{approval}",
+            ("verdict",),
+        )
         self.approvals_expired = Counter(
-            "capgate.approvals.expired", "Approvals that expired undecided.", "{approval}", ())
+            "capgate.approvals.expired", "Approvals that expired undecided.", "{approval}", ()
+        )
         self.retries = Counter(
-            "capgate.retries", "Upstream re-attempts (SI-11).", "{attempt}", ("capability",))
+            "capgate.retries", "Upstream re-attempts (SI-11).", "{attempt}", ("capability",)
+        )
         self.upstream_duration = Histogram(
-            "capgate.upstream.duration", "One upstream attempt, by upstream and result code.",
-            "s", ("upstream", "code"))
+            "capgate.upstream.duration",
+            "One upstream attempt, by upstream and result code.",
+            "s",
+            ("upstream", "code"),
+        )
         self.audit_dropped = Counter(
-            "capgate.audit.dropped", "Audit events not delivered, by sink and reason.",
-            "{event}", ("sink", "reason"))
+            "capgate.audit.dropped",
+            "Audit events not delivered, by sink and reason.",
+            "{event}",
+            ("sink", "reason"),
+        )
         self.audit_written = Counter(
-            "capgate.audit.written", "Audit events delivered, by sink.", "{event}", ("sink",))
+            "capgate.audit.written", "Audit events delivered, by sink.", "{event}", ("sink",)
+        )
 
     def instruments(self) -> tuple[Counter | Histogram, ...]:
         return tuple(v for v in vars(self).values() if isinstance(v, Counter | Histogram))
 
     def snapshot(self) -> list[Snapshot]:
         return [instrument.snapshot() for instrument in self.instruments()]
+
+
+metrics: Final = Metrics()  # the process's instruments; exporters read, the pipeline writes

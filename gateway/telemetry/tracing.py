@@ -40,6 +40,7 @@ log = logging.getLogger("capgate.telemetry")
 SCOPE: Final = "capgate"
 _NULL: Final = contextlib.nullcontext(INVALID_SPAN)
 _PROPAGATOR: Final = TraceContextTextMapPropagator()
+_W3C: Final = ("traceparent", "tracestate")
 
 
 @dataclass
@@ -83,28 +84,34 @@ def child_span(
         return _NULL
     # Exceptions are never recorded as span events: their text may carry payloads (SI-10).
     return tracer.start_as_current_span(
-        name, kind=kind, attributes=attributes, record_exception=False,
+        name,
+        kind=kind,
+        attributes=attributes,
+        record_exception=False,
         set_status_on_exception=False,
     )
 
 
-def server_span(
-    name: str, parent: Context, attributes: Attributes
-) -> AbstractContextManager[Span]:
+def server_span(name: str, parent: Context, attributes: Attributes) -> AbstractContextManager[Span]:
     """The SERVER span of one RPC, continuing `parent` (the caller's extracted context)."""
     tracer = _state.tracer
     if tracer is None:
         return _NULL
     return tracer.start_as_current_span(
-        name, context=parent, kind=SpanKind.SERVER, attributes=attributes,
-        record_exception=False, set_status_on_exception=False,
+        name,
+        context=parent,
+        kind=SpanKind.SERVER,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
     )
 
 
-def extract(metadata: Iterator[tuple[str, str | bytes]] | tuple[tuple[str, str | bytes], ...]
-            ) -> Context:
+def extract(
+    metadata: Iterator[tuple[str, str | bytes]] | tuple[tuple[str, str | bytes], ...],
+) -> Context:
     """The caller's W3C trace context (`traceparent`, `tracestate`) from gRPC metadata."""
-    carrier = {k: v for k, v in metadata if k in ("traceparent", "tracestate") and isinstance(v, str)}
+    carrier = {k: v for k, v in metadata if k in _W3C and isinstance(v, str)}
     return _PROPAGATOR.extract(carrier) if carrier else Context()
 
 
@@ -139,7 +146,8 @@ def sampler_from_env(environ: Mapping[str, str] = os.environ) -> Sampler:
 def resource(environ: Mapping[str, str] = os.environ) -> Resource:
     """service.name `capgate` unless OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES name one."""
     named = "OTEL_SERVICE_NAME" in environ or "service.name=" in environ.get(
-        "OTEL_RESOURCE_ATTRIBUTES", "")
+        "OTEL_RESOURCE_ATTRIBUTES", ""
+    )
     return Resource.create({} if named else {"service.name": "capgate"})
 
 

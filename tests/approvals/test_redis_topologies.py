@@ -14,7 +14,13 @@ from redis.asyncio.cluster import RedisCluster
 from topologies import cluster, sentinel
 
 from gateway import idempotency
-from gateway.approvals import ApprovalConsumed, ApprovalEventRecord, RedisApprovalStore, Status
+from gateway.approvals import (
+    ApprovalConsumed,
+    ApprovalEventRecord,
+    ApprovalRecord,
+    RedisApprovalStore,
+    Status,
+)
 from gateway.approvals.scripts import ALL
 from gateway.errors import CapabilityError, Code
 from gateway.idempotency import IdempotencyScope, RedisIdempotencyStore
@@ -55,10 +61,10 @@ async def test_the_whole_lifecycle_runs_on_a_redis_cluster(cluster_ports: list[i
     clock = FakeClock()
     store = RedisApprovalStore(client, prefix="c", settings=ApprovalSettings(), clock=clock)
     try:
-        records = [await store.create(new_record(clock)) for _ in range(4)]
+        await client.initialize()
+        records = [await store.create(r) for r in _one_per_node(client, store, clock)]
         nodes = {client.get_node_from_key(store.keys.record(r.id)).port for r in records}
-        nodes.add(client.get_node_from_key(store.keys.pending).port)
-        assert len(nodes) >= 2  # records and indexes really live on different nodes
+        assert nodes == set(cluster_ports)  # the records really live on every node
         target = records[0]
         await store.decide(
             target.id,
@@ -101,6 +107,17 @@ async def test_the_whole_lifecycle_runs_on_a_redis_cluster(cluster_ports: list[i
         )
     finally:
         await client.aclose()
+
+
+def _one_per_node(
+    client: RedisCluster, store: RedisApprovalStore, clock: FakeClock
+) -> list[ApprovalRecord]:
+    """Four new records whose keys cover every node (ids drawn until each node has one)."""
+    by_node: dict[int, ApprovalRecord] = {}
+    while len(by_node) < len(client.get_primaries()):
+        record = new_record(clock)
+        by_node.setdefault(client.get_node_from_key(store.keys.record(record.id)).port, record)
+    return [*by_node.values(), new_record(clock)]
 
 
 async def _first(stream: AsyncIterator[ApprovalEventRecord], n: int) -> list[ApprovalEventRecord]:

@@ -11,6 +11,7 @@ from approvalkit import ALICE, BOB, FakeClock, new_record
 from gateway.approvals import ApprovalRecord, RedisApprovalStore, Status
 from gateway.errors import CapabilityError, Code
 from gateway.model import ANONYMOUS, Actor
+from gateway.settings import ApprovalSettings
 
 pytestmark = pytest.mark.integration
 
@@ -157,3 +158,36 @@ async def test_a_retried_create_returns_the_stored_record(
     with pytest.raises(CapabilityError) as err:
         await store.create(clash)
     assert err.value.code is Code.APPROVAL_UNAVAILABLE
+
+
+async def test_the_transition_hook_hears_each_transition_once(
+    redis_client: aioredis.Redis, clock: FakeClock
+) -> None:
+    heard: list[tuple[str, str]] = []
+    store = RedisApprovalStore(
+        redis_client,
+        prefix="t",
+        settings=ApprovalSettings(),
+        clock=clock,
+        on_transition=lambda event, record: heard.append((event, str(record.status))),
+    )
+    record = await store.create(new_record(clock))
+    for _ in range(2):  # a repeated decision is no second transition
+        await store.decide(
+            record.id,
+            approve=True,
+            approver=BOB,
+            via=None,
+            note="",
+            input_hash=record.input_hash,
+        )
+    late = await store.create(new_record(clock, expires_in=5))
+    clock.advance(6)
+    await store.get(late.id)
+    await store.get(late.id)
+    assert heard == [
+        ("requested", "pending"),
+        ("approved", "approved"),
+        ("requested", "pending"),
+        ("expired", "expired"),
+    ]

@@ -134,12 +134,14 @@ def test_listing_a_global_policy_does_not_run_it_twice(load_policies, make_reque
 def test_a_capability_listing_an_unknown_policy_fails_closed(load_policies, make_request):
     policy_set = load_policies(CAPABILITY_SCOPED)
 
-    evaluation = policy_set.evaluate_all(Phase.INVOCATION, make_request(policies=["missing"]))
+    request = make_request(policies=["missing", "listed-a"])
+
+    evaluation = policy_set.evaluate_all(Phase.INVOCATION, request)
 
     assert evaluation.decision is Decision.DENY
     assert evaluation.failed is True
-    assert evaluation.stances[-1].policy == "missing"
-    assert evaluation.stances[-1].error == "the capability lists an unknown policy"
+    assert [s.policy for s in evaluation.stances][-2:] == ["missing", "listed-a"]
+    assert evaluation.stances[-2].error == "the capability lists an unknown policy"
 
 
 def test_load_order_is_lexicographic_by_path_then_document_order(write_policies, make_request):

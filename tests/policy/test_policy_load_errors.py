@@ -338,3 +338,43 @@ def test_constants_defined_twice_must_agree(write_policies):
     assert (
         issue.message == f"constant 'limit' differs from its definition in {directory}/a.yaml:1:13"
     )
+
+
+@pytest.mark.parametrize(
+    ("phases", "rule", "message"),
+    [
+        (
+            "[discovery]",
+            "{when: 'input.amount > 1', effect: hide}",
+            "`input` is not bound in the discovery phase",
+        ),
+        (
+            "[discovery, invocation]",
+            "{when: 'approval == null', effect: deny}",
+            "`approval` is not bound in the discovery phase",
+        ),
+        (
+            "[execution]",
+            "{when: 'true', effect: require-approval}",
+            "require-approval is not allowed in an execution-only policy",
+        ),
+    ],
+    ids=["input-in-discovery", "approval-outside-execution", "approval-required-at-execution"],
+)
+def test_phase_rules_are_load_errors(write_policies, phases, rule, message):
+    directory = write_policies(
+        p__yaml=f"policies: [{{name: p, phases: {phases}, rules: [{rule}]}}]"
+    )
+
+    messages = [issue.message for issue in load_error(directory).errors]
+
+    assert any(m.startswith(message) for m in messages), messages
+
+
+def test_require_approval_in_discovery_loads(load_policies):
+    policy_set = load_policies(
+        "policies: [{name: p, phases: [discovery], "
+        "rules: [{when: \"capability.risk == 'high'\", effect: require-approval}]}]"
+    )
+
+    assert policy_set.policy_names == ("p",)

@@ -171,3 +171,35 @@ def test_checked_policies_evaluate_against_plain_values(load_policies, make_requ
     )
 
     assert evaluation.decision is Decision.DENY
+
+
+def test_fields_split_across_capabilities_are_reported_against_the_closest_schema(load_policies):
+    text = one_rule(
+        "input.amount > 1 && input.order_id == 'x' && input.nothing == 1",
+        match="{capabilities: [orders.refund, orders.cancel]}",
+    )
+
+    assert check_errors(load_policies, text) == [
+        "no matched capability's input schema has input.nothing (checked: orders.cancel, "
+        "orders.refund)"
+    ]
+
+    text = one_rule(
+        "input.amount > 1 && input.reason == 'x' && input.order_id.size() > 0 && input.count > 1",
+        match="{capabilities: [orders.cancel, orders.refund]}",
+    )
+    assert load_policies(text, registry=REGISTRY)  # refund has all four
+
+    schemas = {
+        "a.one": {"input_schema": {"type": "object", "properties": {"x": {"type": "string"}}}},
+        "a.two": {"input_schema": {"type": "object", "properties": {"y": {"type": "string"}}}},
+    }
+    with pytest.raises(PolicyLoadError) as caught:
+        load_policies(
+            one_rule("input.x == input.y", match="{capabilities: ['a.*']}"), registry=schemas
+        )
+    (issue,) = caught.value.errors
+    assert issue.message == (
+        "input.y is not in the input schema of a.one, and no matched capability has every "
+        "input field this uses (checked: a.one, a.two)"
+    )

@@ -113,7 +113,8 @@ listeners:
 {{- if .clientCA }}{{ $_ := set $tls "client_ca_file" (printf "%s/ca.crt" $dir) }}{{ end }}
 {{- $_ := set $listener "tls" $tls }}
 {{- end }}
-  - {{- toYaml $listener | nindent 4 }}
+  - name: {{ $listener.name }}
+    {{- toYaml (omit $listener "name") | nindent 4 }}
 {{- end }}
 {{- if .Values.redis.url }}
 redis:

@@ -1,7 +1,5 @@
 package dev.capgate.client;
 
-import dev.capgate.v1.InvokeRequest;
-import dev.capgate.v1.ResumeRequest;
 import java.util.Map;
 
 /** Optional fields of an Invoke or Resume. */
@@ -27,26 +25,4 @@ public sealed interface InvokeOption {
   record CorrelationId(String id) implements InvokeOption {}
 
   record Metadata(Map<String, String> values) implements InvokeOption {}
-
-  static void apply(InvokeRequest.Builder b, InvokeOption... options) {
-    for (InvokeOption o : options) {
-      if (o instanceof IdempotencyKey k) {
-        b.setIdempotencyKey(k.key());
-      } else if (o instanceof CorrelationId c) {
-        b.setCorrelationId(c.id());
-      } else if (o instanceof Metadata m) {
-        b.putAllMetadata(m.values());
-      }
-    }
-  }
-
-  static void apply(ResumeRequest.Builder b, InvokeOption... options) {
-    for (InvokeOption o : options) {
-      if (o instanceof CorrelationId c) {
-        b.setCorrelationId(c.id());
-      } else {
-        throw new IllegalArgumentException("Resume takes only a correlation id");
-      }
-    }
-  }
 }

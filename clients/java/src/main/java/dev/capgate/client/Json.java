@@ -2,12 +2,15 @@ package dev.capgate.client;
 
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.type.TypeReference;
+import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.util.Map;
 
 /** The one JSON mapper of the client: inputs are encoded and outputs decoded with it. */
 final class Json {
-  static final ObjectMapper MAPPER = new ObjectMapper();
+  // Unknown members are ignored: callers decode outputs into records naming only what they use.
+  static final ObjectMapper MAPPER =
+      new ObjectMapper().disable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES);
   private static final TypeReference<Map<String, Object>> MAP = new TypeReference<>() {};
 
   private Json() {}
