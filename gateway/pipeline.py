@@ -40,7 +40,7 @@ from gateway.stages.resume import (
     verify_input_hash,
 )
 from gateway.stages.validate import validate_input
-from gateway.telemetry import child_span, metrics, root_span
+from gateway.telemetry import child_span, link_to, metrics, root_span
 
 log = logging.getLogger("capgate.pipeline")
 _perf = time.perf_counter
@@ -65,7 +65,8 @@ INVOKE: tuple[Stage, ...] = (
     Stage(5, "input-validation", validate_input),
     Stage(6, "actor-check", check_actor),
     Stage(7, "invocation-policies", evaluate_invocation_policies, "agent.policy_evaluation"),
-    Stage(8, "approval-gate", approval_gate, "agent.approval_request"),
+    # agent.approval_request: opened in stages/approval.py only when an approval is requested.
+    Stage(8, "approval-gate", approval_gate),
     Stage(9, "execution-policies", evaluate_execution_policies, "agent.policy_evaluation"),
     Stage(10, "controls", attach_controls),
     # agent.procedure_execution: a CLIENT span per attempt, opened in stages/invoke.py.
@@ -151,6 +152,10 @@ def _observe(call: Call, span: Span, outcome: str, code: str, started: float) ->
     })
     if call.approval_id:
         span.set_attribute("capgate.approval_id", call.approval_id[:256])
+    if call.approval is not None and call.approval.traceparent:
+        link = link_to(call.approval.traceparent)  # Resume: back to the approval's request
+        if link is not None:
+            span.add_link(link.context, {"capgate.link": "approval_request"})
     if code:
         span.set_attribute("capgate.code", code)
         span.set_status(Status(StatusCode.ERROR, code))

@@ -20,10 +20,6 @@ NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _OUTSIDE: Final = re.compile(r"[^A-Za-z0-9_-]")
 
 
-class ToolNameCollision(ValueError):
-    """Two capabilities (or a capability and the approval tool) share one tool name."""
-
-
 def default_tool_name(capability_id: str) -> str:
     """The deterministic default: dots (and anything else outside the pattern) become `_`."""
     return _OUTSIDE.sub("_", capability_id)[:64]
@@ -49,19 +45,21 @@ class ToolTable:
 
 def build_table(
     capability_ids: Iterable[str], mapping: Mapping[str, str], *, approval_tool: bool
-) -> ToolTable:
-    """The table of `capability_ids`; `ToolNameCollision` names every clash, sorted."""
-    by_name: dict[str, str] = {}
-    clashes: list[str] = []
+) -> tuple[ToolTable, list[str]]:
+    """The table of `capability_ids` and every clash, sorted. A clashing capability gets no
+    name at all, so a name never means the wrong capability: config checks refuse any clash;
+    at run time (a reload racing a listener change) the clashing tools are left out."""
+    names: dict[str, list[str]] = {}
     for cap_id in capability_ids:
-        name = tool_name(cap_id, mapping)
+        names.setdefault(tool_name(cap_id, mapping), []).append(cap_id)
+    clashes: list[str] = []
+    by_name: dict[str, str] = {}
+    for name, owners in names.items():
         if approval_tool and name == APPROVAL_TOOL:
-            clashes.append(f"{cap_id} takes the reserved tool name {APPROVAL_TOOL}")
-        elif name in by_name:
-            first, second = sorted((by_name[name], cap_id))
-            clashes.append(f"{first} and {second} both have the tool name {name}")
+            clashes.extend(f"{c} takes the reserved tool name {APPROVAL_TOOL}" for c in owners)
+        elif len(owners) > 1:
+            clashes.append(f"{', '.join(sorted(owners))} share the tool name {name}")
         else:
-            by_name[name] = cap_id
-    if clashes:
-        raise ToolNameCollision("; ".join(sorted(clashes)))
-    return ToolTable(by_name=by_name, by_capability={c: n for n, c in by_name.items()})
+            by_name[name] = owners[0]
+    table = ToolTable(by_name=by_name, by_capability={c: n for n, c in by_name.items()})
+    return table, sorted(clashes)

@@ -8,8 +8,6 @@ suspend with an `approval_required` envelope. Resume enters through `load_approv
 
 from __future__ import annotations
 
-from opentelemetry import trace
-
 from capgate.v1 import gateway_pb2, types_pb2
 from gateway.approvals.convert import to_proto
 from gateway.approvals.records import ApprovalRecord
@@ -18,6 +16,7 @@ from gateway.call import Call, Runtime
 from gateway.canonical import input_hash
 from gateway.errors import CapabilityError, Code, Event
 from gateway.stages import SUSPEND
+from gateway.telemetry import child_span, current_traceparent
 
 _APPROVAL_MESSAGE = "This call needs human approval before it can run."
 
@@ -81,14 +80,15 @@ async def approval_gate(call: Call, rt: Runtime) -> str | None:
         created_at=now,
         expires_at=now + expires_in,
         requesting_execution_id=call.execution_id,
-        traceparent=call.traceparent,
+        traceparent=current_traceparent(call.traceparent),  # Resume links its trace to this
     )
-    record = await store.create(record)
+    with child_span("agent.approval_request") as span:
+        record = await store.create(record)
+        span.set_attribute("capgate.approval_id", record.id)
     call.approval_id = record.id
     rt.audit.emit(build(Event.APPROVAL_REQUESTED, call, now, approval_id=record.id,
                         reasons=list(reasons), expires_at=record.expires_at,
                         stances=stances(call)))
-    trace.get_current_span().set_attribute("capgate.approval_id", record.id)
     result = gateway_pb2.ExecutionResult(
         execution_id=call.execution_id,
         capability_id=capability.id,

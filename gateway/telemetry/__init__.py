@@ -7,7 +7,23 @@ The request path imports only this package's light parts: `metrics` (in-process 
 
 from __future__ import annotations
 
-from gateway.telemetry.metrics import Metrics, metrics
-from gateway.telemetry.tracing import child_span, enabled, root_span, traceparent
+from gateway.telemetry.instruments import Metrics, metrics
+from gateway.telemetry.tracing import (
+    child_span,
+    current_traceparent,
+    enabled,
+    link_to,
+    root_span,
+    traceparent,
+)
 
-__all__ = ["Metrics", "child_span", "enabled", "metrics", "root_span", "traceparent"]
+__all__ = [
+    "Metrics",
+    "child_span",
+    "current_traceparent",
+    "enabled",
+    "link_to",
+    "metrics",
+    "root_span",
+    "traceparent",
+]

@@ -41,7 +41,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from gateway.telemetry.metrics import Metrics, Snapshot
+from gateway.telemetry.instruments import Metrics, Snapshot
 
 log = logging.getLogger("capgate.telemetry")
 

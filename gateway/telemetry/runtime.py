@@ -28,7 +28,7 @@ from gateway.settings import TelemetrySettings
 from gateway.telemetry import tracing
 from gateway.telemetry.export import OtlpMetricsPusher, PrometheusEndpoint
 from gateway.telemetry.interceptor import ServerSpans
-from gateway.telemetry.metrics import Gauge, metrics
+from gateway.telemetry.instruments import Gauge, metrics
 
 log = logging.getLogger("capgate.telemetry")
 

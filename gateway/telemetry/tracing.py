@@ -31,7 +31,7 @@ from opentelemetry.sdk.trace.sampling import (
     Sampler,
     TraceIdRatioBased,
 )
-from opentelemetry.trace import INVALID_SPAN, Span, SpanKind
+from opentelemetry.trace import INVALID_SPAN, Link, Span, SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import Attributes
 
@@ -124,6 +124,19 @@ def traceparent(fallback: str = "") -> list[tuple[str, str]]:
     if ctx.trace_state:
         headers.append(("tracestate", ctx.trace_state.to_header()))
     return headers
+
+
+def current_traceparent(fallback: str = "") -> str:
+    """The `traceparent` value of the current span (else `fallback`), e.g. to store with an
+    approval so that the resumed execution can link back to the request."""
+    headers = traceparent(fallback)
+    return headers[0][1] if headers else ""
+
+
+def link_to(header: str) -> Link | None:
+    """A span link to the context in a stored `traceparent`, or None when it is not valid."""
+    ctx = trace.get_current_span(_PROPAGATOR.extract({"traceparent": header})).get_span_context()
+    return Link(ctx) if ctx.is_valid else None
 
 
 def sampler_from_env(environ: Mapping[str, str] = os.environ) -> Sampler:

@@ -28,10 +28,15 @@ from tests.gateway.harness import Env
 HERE = Path(__file__).parent
 CONFIG = HERE / "gateway.yaml"
 STREAM = "capgate-audit-test:audit"
-TERMINAL = frozenset({
-    "capability.completed", "capability.failed", "capability.cancelled", "capability.denied",
-    "capability.approval_requested",
-})
+TERMINAL = frozenset(
+    {
+        "capability.completed",
+        "capability.failed",
+        "capability.cancelled",
+        "capability.denied",
+        "capability.approval_requested",
+    }
+)
 
 
 @dataclass
@@ -47,8 +52,12 @@ class Stack:
     def spans_of(self, execution_id: str) -> list[ReadableSpan]:
         """Every span of the trace holding the execution's agent.capability_call."""
         finished = self.spans.get_finished_spans()
-        roots = [s for s in finished if s.name == "agent.capability_call"
-                 and (s.attributes or {}).get("capgate.execution_id") == execution_id]
+        roots = [
+            s
+            for s in finished
+            if s.name == "agent.capability_call"
+            and (s.attributes or {}).get("capgate.execution_id") == execution_id
+        ]
         assert len(roots) == 1, [s.name for s in finished]
         trace_id = roots[0].context.trace_id
         return [s for s in finished if s.context.trace_id == trace_id]
@@ -69,9 +78,14 @@ class Stack:
         return await asyncio.to_thread(get)
 
 
-def settings_for(orders: str, redis_url: str, run_dir: str, *,
-                 change: Callable[[Settings], Settings] | None = None,
-                 environ: dict[str, str] | None = None) -> Settings:
+def settings_for(
+    orders: str,
+    redis_url: str,
+    run_dir: str,
+    *,
+    change: Callable[[Settings], Settings] | None = None,
+    environ: dict[str, str] | None = None,
+) -> Settings:
     env = {**gateway_environ(orders, redis_url, run_dir), **(environ or {})}
     settings = load_settings(CONFIG, environ=env)
     return change(settings) if change is not None else settings
@@ -82,9 +96,13 @@ def audit_settings(settings: Settings, **changes: Any) -> Settings:
 
 
 @asynccontextmanager
-async def stack(orders: str, redis_url: str, *,
-                change: Callable[[Settings], Settings] | None = None,
-                environ: dict[str, str] | None = None) -> AsyncIterator[Stack]:
+async def stack(
+    orders: str,
+    redis_url: str,
+    *,
+    change: Callable[[Settings], Settings] | None = None,
+    environ: dict[str, str] | None = None,
+) -> AsyncIterator[Stack]:
     run_dir = tempfile.mkdtemp(prefix="cg-")  # short: unix socket paths are limited
     settings = settings_for(orders, redis_url, run_dir, change=change, environ=environ)
     spans = InMemorySpanExporter()

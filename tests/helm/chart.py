@@ -16,6 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 import yaml
 
@@ -26,6 +27,11 @@ INSTALL_SCRIPT = ROOT / "scripts" / "helm.sh"
 RELEASE = "demo"
 
 Manifest = dict[str, Any]
+# The oldest Kubernetes the chart supports (Chart.yaml kubeVersion) and the newest schemas
+# kubernetes-validate ships.
+KUBE_VERSIONS = ["1.29.0", kubernetes_validate.latest_version()]
+# Custom resources have no schema in kubernetes-validate; their tests check them structurally.
+CUSTOM_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
 
 
 def pinned_version() -> str:
@@ -57,13 +63,30 @@ def helm_binary() -> str:
     return str(path)
 
 
-def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
+def _run(
+    argv: Sequence[str], env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60, env=env)
 
 
-def helm(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run the pinned helm; the caller checks the return code."""
-    return _run([helm_binary(), *args])
+def helm(*args: str, home: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the pinned helm; the caller checks the return code. With `home`, helm's config,
+    cache and data directories live there instead of the user's."""
+    env = None
+    if home is not None:
+        env = {**os.environ, **{f"HELM_{kind}_HOME": str(home / kind.lower())
+                                for kind in ("CONFIG", "CACHE", "DATA")}}
+    return _run([helm_binary(), *args], env)
+
+
+def validate_manifests(docs: Sequence[Manifest]) -> None:
+    """Validate against the Kubernetes schemas (strict: unknown fields are errors too, since a
+    misspelt key would be silently dropped by the API server)."""
+    for doc in docs:
+        if (doc["apiVersion"], doc["kind"]) in CUSTOM_KINDS:
+            continue
+        for version in KUBE_VERSIONS:
+            kubernetes_validate.validate(doc, version, strict=True)
 
 
 def _value_args(values: Sequence[Path], sets: Sequence[str], set_json: Sequence[str]) -> list[str]:
@@ -143,8 +166,12 @@ def chart_config(rendered: Rendered) -> dict[str, Any]:
     return parsed
 
 
-def projected_files(rendered: Rendered, pod: Manifest, extra: dict[str, Manifest] | None = None,
-                    volume: str = "capgate-config") -> dict[str, str]:
+def projected_files(
+    rendered: Rendered,
+    pod: Manifest,
+    extra: dict[str, Manifest] | None = None,
+    volume: str = "capgate-config",
+) -> dict[str, str]:
     """The files kubelet puts in the config volume: relative path -> text.
 
     `extra` supplies ConfigMaps the chart references but does not render (extraConfigMaps).

@@ -63,8 +63,11 @@ def parse(path: Path = DOCKERFILE) -> list[Stage]:
         elif keyword == "FROM":
             match = re.fullmatch(r"(\S+)(?:\s+AS\s+(\S+))?", args, flags=re.IGNORECASE)
             assert match, f"line {number}: cannot read FROM {args!r}"
-            base = re.sub(r"\$\{(\w+)\}|\$(\w+)",
-                          lambda m: global_args[m.group(1) or m.group(2)], match.group(1))
+            base = re.sub(
+                r"\$\{(\w+)\}|\$(\w+)",
+                lambda m: global_args[m.group(1) or m.group(2)],
+                match.group(1),
+            )
             stages.append(Stage(base=base, name=match.group(2)))
         else:
             assert stages, f"line {number}: {keyword} before the first FROM"
@@ -77,8 +80,11 @@ def exec_form(instruction: Instruction) -> list[str]:
     try:
         value = json.loads(instruction.args)
     except json.JSONDecodeError as exc:
-        raise AssertionError(f"line {instruction.line}: {instruction.keyword} is not exec form") from exc
-    assert isinstance(value, list) and all(isinstance(v, str) for v in value)
+        raise AssertionError(
+            f"line {instruction.line}: {instruction.keyword} is not exec form"
+        ) from exc
+    assert isinstance(value, list)
+    assert all(isinstance(v, str) for v in value)
     return value
 
 

@@ -29,7 +29,8 @@ def test_image_runs_as_a_numeric_non_root_user() -> None:
     (user,) = parse()[-1].all("USER")[-1:]
     uid, _, gid = user.args.partition(":")
     # Numeric, so Kubernetes can enforce runAsNonRoot without reading the image's passwd file.
-    assert uid.isdigit() and int(uid) > 0
+    assert uid.isdigit()
+    assert int(uid) > 0
     assert not gid or (gid.isdigit() and int(gid) > 0)
     chart_values = (ROOT / "helm/capgate/values.yaml").read_text()
     assert f"runAsUser: {uid}\n" in chart_values
@@ -53,18 +54,22 @@ def test_runtime_never_writes_bytecode_to_the_read_only_root() -> None:
     assert "PYTHONDONTWRITEBYTECODE=1" in env
     # Compiled at build time instead, valid whatever the copied files' timestamps.
     build_runs = " ".join(i.args for s in parse()[:-1] for i in s.all("RUN"))
-    assert "compileall" in build_runs and "unchecked-hash" in build_runs
+    assert "compileall" in build_runs
+    assert "unchecked-hash" in build_runs
 
 
 def test_build_context_carries_every_package_the_project_installs() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     needed = ["pyproject.toml", project["project"]["readme"]]
-    needed += [pattern.rstrip("*") for pattern in
-               project["tool"]["setuptools"]["packages"]["find"]["include"]]
+    needed += [
+        pattern.rstrip("*")
+        for pattern in project["tool"]["setuptools"]["packages"]["find"]["include"]
+    ]
     copied = " ".join(i.args for s in parse()[:-1] for i in s.all("COPY"))
     for item in needed:
         assert (ROOT / item).exists(), item
         assert not ignored(item), f".dockerignore leaves out {item}"
         assert item in copied.split(), f"the build stage never copies {item}"
     assert ignored("gateway/__pycache__/serve.cpython-311.pyc")
-    assert ignored(".venv/bin/python") and ignored("tests/conftest.py")
+    assert ignored(".venv/bin/python")
+    assert ignored("tests/conftest.py")

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
 import pytest
 import yaml
 
@@ -22,20 +20,15 @@ from tests.helm.chart import (
     all_containers,
     chart_config,
     gateway_container,
-    helm,
     lint,
     pod_spec,
     render,
     template,
+    validate_manifests,
 )
 
 pytestmark = pytest.mark.integration
 
-# The oldest Kubernetes the chart supports (Chart.yaml kubeVersion) and the newest schemas
-# kubernetes-validate ships.
-KUBE_VERSIONS = ["1.29.0", kubernetes_validate.latest_version()]
-# Custom resources have no schema in kubernetes-validate; they are checked structurally below.
-CUSTOM_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
 ENV_REF = re.compile(r"\{\{ *env\.([A-Za-z_][A-Za-z0-9_]*) *\}\}")
 IDS = [p.stem for p in CI_VALUES]
 
@@ -58,19 +51,16 @@ def test_helm_lint_strict_passes(values: Path | None) -> None:
 
 
 def test_rendered_manifests_are_valid_kubernetes_objects(rendered: Rendered) -> None:
-    for doc in rendered.docs:
-        if (doc["apiVersion"], doc["kind"]) in CUSTOM_KINDS:
-            continue
-        for version in KUBE_VERSIONS:
-            # strict: unknown fields are errors too (a misspelt key would be silently dropped)
-            kubernetes_validate.validate(doc, version, strict=True)
+    validate_manifests(rendered.docs)
 
 
 def test_service_monitor_selects_the_service_metrics_port() -> None:
     rendered = render([CHART / "ci" / "standalone.yaml"])
     monitor = rendered.one("ServiceMonitor")
     service = rendered.one("Service")
-    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
     port_names = {p["name"] for p in service["spec"]["ports"]}
     assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["metrics"]
     assert "metrics" in port_names
@@ -81,11 +71,14 @@ def test_every_workload_runs_the_gateway_with_grpc_health_probes(rendered: Rende
     probe_listener = next(item for item in config["listeners"] if item["name"] == "probe")
     probe_port = int(probe_listener["address"].rsplit(":", 1)[1])
     # kubelet's gRPC probe speaks plaintext TCP only: the probed listener must be exactly that.
-    assert probe_listener["auth"] == "none" and "tls" not in probe_listener
+    assert probe_listener["auth"] == "none"
+    assert "tls" not in probe_listener
     assert rendered.workloads(), "no workload rendered"
     for workload in rendered.workloads():
         gateway = gateway_container(pod_spec(workload))
-        probes = {k: gateway[k]["grpc"] for k in ("startupProbe", "livenessProbe", "readinessProbe")}
+        probes = {
+            k: gateway[k]["grpc"] for k in ("startupProbe", "livenessProbe", "readinessProbe")
+        }
         assert {p["port"] for p in probes.values()} == {probe_port}
         # "" and "capgate" = config and policies loaded; "capgate.redis" must never gate a pod,
         # so a Redis blip does not take application pods out of service.
@@ -115,7 +108,7 @@ def test_config_is_a_projected_directory_never_a_sub_path(rendered: Rendered) ->
         for container in all_containers(pod):
             for mount in container.get("volumeMounts", []):
                 # subPath mounts never receive ConfigMap updates: hot reload would silently stop.
-                assert "subPath" not in mount and "subPathExpr" not in mount, mount
+                assert not {"subPath", "subPathExpr"} & set(mount), mount
         gateway = gateway_container(pod)
         mount = next(m for m in gateway["volumeMounts"] if m["mountPath"] == "/etc/capgate")
         assert mount["readOnly"] is True
@@ -132,8 +125,11 @@ def test_writable_paths_are_volumes(rendered: Rendered) -> None:
         pod = pod_spec(workload)
         gateway = gateway_container(pod)
         volumes = {v["name"]: v for v in pod["volumes"]}
-        writable = {m["mountPath"]: volumes[m["name"]] for m in gateway["volumeMounts"]
-                    if not m.get("readOnly")}
+        writable = {
+            m["mountPath"]: volumes[m["name"]]
+            for m in gateway["volumeMounts"]
+            if not m.get("readOnly")
+        }
         assert set(writable) == {"/tmp", "/run/capgate"}
         assert all("emptyDir" in v for v in writable.values())
 
@@ -163,7 +159,8 @@ def test_config_maps_hold_no_secret_values(rendered: Rendered) -> None:
     for config_map in rendered.of_kind("ConfigMap"):
         for name, text in config_map["data"].items():
             for path, value in _secret_fields(yaml.safe_load(text)):
-                assert isinstance(value, str) and ENV_REF.fullmatch(value), (name, path)
+                assert isinstance(value, str), (name, path)
+                assert ENV_REF.fullmatch(value), (name, path)
     assert not rendered.of_kind("Secret"), "the chart references Secrets, it never creates them"
 
 
@@ -180,8 +177,9 @@ def test_every_env_reference_in_the_config_is_set_on_the_gateway(rendered: Rende
 def test_trusted_local_socket_is_shared_only_by_the_app_and_the_gateway() -> None:
     for values in [CHART / "ci" / "sidecar.yaml", CHART / "ci" / "sidecar-classic.yaml"]:
         rendered = render([values])
-        local = [item for item in chart_config(rendered)["listeners"]
-                 if item["auth"] == "trusted-local"]
+        local = [
+            item for item in chart_config(rendered)["listeners"] if item["auth"] == "trusted-local"
+        ]
         assert len(local) == 1
         socket_dir = str(Path(local[0]["address"].removeprefix("unix://")).parent)
         (workload,) = rendered.workloads()
@@ -197,8 +195,12 @@ def test_trusted_local_socket_is_shared_only_by_the_app_and_the_gateway() -> Non
         assert set(holders) == {"capgate", app_name}
         (volume_name,) = set(holders.values())
         assert "emptyDir" in volumes[volume_name]
-        sharers = {c["name"] for c in all_containers(pod)
-                   for m in c.get("volumeMounts", []) if m["name"] == volume_name}
+        sharers = {
+            c["name"]
+            for c in all_containers(pod)
+            for m in c.get("volumeMounts", [])
+            if m["name"] == volume_name
+        }
         assert sharers == {"capgate", app_name}
         app = next(c for c in all_containers(pod) if c["name"] == app_name)
         address = next(e["value"] for e in app["env"] if e["name"] == "CAPGATE_ADDRESS")
@@ -266,16 +268,22 @@ def test_gateway_defaults_count_as_on_when_approvals_are_not_mentioned() -> None
     # The gateway enables approvals and idempotency when the keys are absent: so does the
     # schema. (null removes the chart's default `approvals: {enabled: false}`.)
     result = template(sets=["config.approvals=null"])
-    assert result.returncode != 0 and "redis" in result.stderr
+    assert result.returncode != 0
+    assert "redis" in result.stderr
 
 
 def test_redis_audit_sink_requires_redis_url() -> None:
     result = template(set_json=['config.audit={"sinks": ["stdout", "redis"]}'])
-    assert result.returncode != 0 and "redis" in result.stderr
+    assert result.returncode != 0
+    assert "redis" in result.stderr
 
 
-TCP = ["listeners.tcp[0].name=agents", "listeners.tcp[0].port=7443",
-       "listeners.tcp[0].surface=agent", "listeners.tcp[0].auth=none"]
+TCP = [
+    "listeners.tcp[0].name=agents",
+    "listeners.tcp[0].port=7443",
+    "listeners.tcp[0].surface=agent",
+    "listeners.tcp[0].auth=none",
+]
 REFUSED: dict[str, list[str]] = {
     "literal hmac_key": ["config.audit.hmac_key=literal-hmac-key-0123456789abcdef"],
     "password in the redis url": ["redis.url=redis://:hunter2@redis:6379/0"],
@@ -297,12 +305,21 @@ def test_schema_refuses_secrets_in_values_and_unsafe_settings(sets: list[str]) -
 
 
 def test_literal_jwt_secret_is_refused() -> None:
-    listener = {"name": "agents", "port": 7443, "surface": "agent", "auth": "jwt",
-                "jwt": {"issuers": ["i"], "audience": "a",
-                        "keys": [{"kid": "k", "alg": "HS256", "secret": "x" * 40}]}}
+    listener: dict[str, Any] = {
+        "name": "agents",
+        "port": 7443,
+        "surface": "agent",
+        "auth": "jwt",
+        "jwt": {
+            "issuers": ["i"],
+            "audience": "a",
+            "keys": [{"kid": "k", "alg": "HS256", "secret": "x" * 40}],
+        },
+    }
     result = template(set_json=[f"listeners.tcp=[{json.dumps(listener)}]"])
-    assert result.returncode != 0 and "secret" in result.stderr
-    listener["jwt"]["keys"][0]["secret"] = "{{ env.JWT_SECRET }}"  # type: ignore[index]
+    assert result.returncode != 0
+    assert "secret" in result.stderr
+    listener["jwt"]["keys"][0]["secret"] = "{{ env.JWT_SECRET }}"
     assert template(set_json=[f"listeners.tcp=[{json.dumps(listener)}]"]).returncode == 0
 
 
@@ -314,61 +331,3 @@ def test_duplicate_listener_ports_are_refused() -> None:
 
 def test_standalone_needs_a_tcp_listener() -> None:
     assert template(sets=["mode=standalone"]).returncode != 0
-
-
-# --- the named templates, used from another chart ---------------------------------------------
-
-PARENT_DEPLOYMENT = """\
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: shop
-spec:
-  selector:
-    matchLabels: {app: shop}
-  template:
-    metadata:
-      labels: {app: shop}
-    spec:
-      securityContext:
-        {{- include "capgate.pod.securityContext" .Subcharts.capgate | nindent 8 }}
-      initContainers:
-        {{- include "capgate.sidecar.container" .Subcharts.capgate | nindent 8 }}
-      containers:
-        - name: shop
-          image: registry.example.com/shop:1.0.0
-          env:
-            {{- include "capgate.app.env" .Subcharts.capgate | nindent 12 }}
-          volumeMounts:
-            {{- include "capgate.app.volumeMounts" .Subcharts.capgate | nindent 12 }}
-      volumes:
-        {{- include "capgate.sidecar.volumes" .Subcharts.capgate | nindent 8 }}
-"""
-
-
-def test_named_templates_build_a_sidecar_pod_in_a_parent_chart(tmp_path: Path) -> None:
-    parent = tmp_path / "shop"
-    (parent / "templates").mkdir(parents=True)
-    (parent / "Chart.yaml").write_text(
-        "apiVersion: v2\nname: shop\nversion: 1.0.0\n"
-        "dependencies:\n  - name: capgate\n    version: 0.1.0\n    repository: file://../capgate\n"
-    )
-    (parent / "values.yaml").write_text("capgate:\n  image: {repository: registry.example.com/capgate}\n")
-    (parent / "templates" / "deployment.yaml").write_text(PARENT_DEPLOYMENT)
-    # A vendored copy of the chart, as `helm dependency update` would place it.
-    shutil.copytree(CHART, parent / "charts" / "capgate", ignore=shutil.ignore_patterns("ci"))
-    shutil.copytree(CHART, tmp_path / "capgate", ignore=shutil.ignore_patterns("ci"))
-    result = helm("template", "shop", str(parent))
-    assert result.returncode == 0, result.stderr
-    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
-    shop = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "shop")
-    for version in KUBE_VERSIONS:
-        kubernetes_validate.validate(shop, version, strict=True)
-    pod = pod_spec(shop)
-    gateway = gateway_container(pod)
-    assert gateway["restartPolicy"] == "Always"
-    assert gateway["image"] == "registry.example.com/capgate:0.1.0"
-    config_volume = next(v for v in pod["volumes"] if v["name"] == "capgate-config")
-    names = [s["configMap"]["name"] for s in config_volume["projected"]["sources"]]
-    rendered_maps = {d["metadata"]["name"] for d in docs if d["kind"] == "ConfigMap"}
-    assert set(names) <= rendered_maps, "the sidecar mounts a ConfigMap the release does not create"

@@ -40,8 +40,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
 VALUES = CHART / "ci" / "sidecar.yaml"
 CAPGATE = Path(sys.executable).parent / "capgate"  # the console script of the project venv
-ACTOR = [("x-capgate-actor-id", "sam"), ("x-capgate-actor-kind", "user"),
-         ("x-capgate-actor-roles", "support")]
+ACTOR = [
+    ("x-capgate-actor-id", "sam"),
+    ("x-capgate-actor-kind", "user"),
+    ("x-capgate-actor-roles", "support"),
+]
 HMAC_KEY = "hmac-key-for-the-chart-test-0123456789"
 JWT_SECRET = "jwt-secret-for-the-chart-test-0123456789"
 
@@ -83,13 +86,17 @@ class Pod:
 
 
 def _rendered(orders: str, run_dir: Path) -> Rendered:
-    return render([VALUES], sets=[
-        f"listeners.probe.port={free_port()}",
-        f"listeners.tcp[0].port={free_port()}",
-        f"listeners.local.socketDir={run_dir}",
-        f"actorToken.jwksOut={run_dir}/actor-jwks.json",
-        f"config.upstreams.orders.address={orders}",
-    ], set_json=["gateway.watchInterval=0.2"])  # --set reads 0.2 as a string
+    return render(
+        [VALUES],
+        sets=[
+            f"listeners.probe.port={free_port()}",
+            f"listeners.tcp[0].port={free_port()}",
+            f"listeners.local.socketDir={run_dir}",
+            f"actorToken.jwksOut={run_dir}/actor-jwks.json",
+            f"config.upstreams.orders.address={orders}",
+        ],
+        set_json=["gateway.watchInterval=0.2"],  # --set would read 0.2 as a string
+    )
 
 
 def start_pod(tmp: Path, orders: str, redis_url: str) -> Pod:
@@ -101,8 +108,11 @@ def start_pod(tmp: Path, orders: str, redis_url: str) -> Pod:
     volume = ConfigMapVolume(tmp / "etc-capgate")
     volume.write(files)
 
-    secrets = {("capgate-redis", "url"): redis_url, ("capgate-audit", "hmac-key"): HMAC_KEY,
-               ("capgate-jwt", "secret"): JWT_SECRET}
+    secrets = {
+        ("capgate-redis", "url"): redis_url,
+        ("capgate-audit", "hmac-key"): HMAC_KEY,
+        ("capgate-jwt", "secret"): JWT_SECRET,
+    }
     env = {k: v for k, v in os.environ.items() if k in {"PATH", "LANG", "CAPGATE_REDIS_SERVER"}}
     for item in container["env"]:
         ref = item.get("valueFrom", {}).get("secretKeyRef")
@@ -111,16 +121,24 @@ def start_pod(tmp: Path, orders: str, redis_url: str) -> Pod:
 
     image_cmd = entrypoint(parse()[-1])
     assert image_cmd[0] == "capgate"
-    argv = [str(CAPGATE), *[str(volume.root) if a == "/etc/capgate" else a for a in image_cmd[1:]],
-            *container["args"], "--ready-file", str(tmp / "ready.json")]
+    argv = [
+        str(CAPGATE),
+        *[str(volume.root) if a == "/etc/capgate" else a for a in image_cmd[1:]],
+        *container["args"],
+        "--ready-file",
+        str(tmp / "ready.json"),
+    ]
     workdir = tmp / "cwd"
     workdir.mkdir()
     log = tmp / "gateway.log"
     with log.open("wb") as sink:
-        process = subprocess.Popen(argv, env=env, cwd=workdir, stdout=sink, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            argv, env=env, cwd=workdir, stdout=sink, stderr=subprocess.STDOUT
+        )
     probes = {k: container[k]["grpc"] for k in ("livenessProbe", "readinessProbe", "startupProbe")}
-    started = Pod(process, volume, files, run_dir, workdir, log, probes["readinessProbe"]["port"],
-                  probes)
+    started = Pod(
+        process, volume, files, run_dir, workdir, log, probes["readinessProbe"]["port"], probes
+    )
     deadline = time.monotonic() + 30
     while not (tmp / "ready.json").exists():
         if process.poll() is not None or time.monotonic() > deadline:
@@ -138,8 +156,9 @@ async def orders_address() -> AsyncIterator[str]:
 
 
 @pytest.fixture(scope="module")
-def pod(tmp_path_factory: pytest.TempPathFactory, orders_address: str,
-        redis_server: RedisProcess) -> Iterator[Pod]:
+def pod(
+    tmp_path_factory: pytest.TempPathFactory, orders_address: str, redis_server: RedisProcess
+) -> Iterator[Pod]:
     started = start_pod(tmp_path_factory.mktemp("pod"), orders_address, redis_server.url)
     yield started
     assert started.stop() == 0, started.log.read_text()
@@ -162,15 +181,20 @@ async def health(port: int, service: str) -> int:
 async def describe(pod: Pod) -> tuple[str, list[str]]:
     async with grpc.aio.insecure_channel(pod.socket) as channel:
         reply = await gateway_pb2_grpc.CapabilityGatewayStub(channel).Describe(
-            gateway_pb2.DescribeRequest(), metadata=ACTOR, timeout=5)
+            gateway_pb2.DescribeRequest(), metadata=ACTOR, timeout=5
+        )
     return reply.revision, sorted(c.id for c in reply.capabilities)
 
 
 async def invoke(pod: Pod, capability: str, value: dict[str, Any]) -> gateway_pb2.ExecutionResult:
     async with grpc.aio.insecure_channel(pod.socket) as channel:
         return await gateway_pb2_grpc.CapabilityGatewayStub(channel).Invoke(
-            gateway_pb2.InvokeRequest(capability_id=capability, input_json=json.dumps(value).encode()),
-            metadata=ACTOR, timeout=5)
+            gateway_pb2.InvokeRequest(
+                capability_id=capability, input_json=json.dumps(value).encode()
+            ),
+            metadata=ACTOR,
+            timeout=5,
+        )
 
 
 async def wait_for(check: Callable[[], Any], what: str, timeout_s: float = 10.0) -> None:
@@ -202,12 +226,21 @@ async def test_image_entrypoint_with_the_chart_args_starts_and_answers_the_probe
 
 def _add_capability(files: dict[str, str]) -> None:
     config = yaml.safe_load(files["10-values.yaml"])
-    config["capabilities"].append({
-        "id": "orders.list", "description": "List the orders of a customer.",
-        "upstream": "orders", "side_effect": "read", "risk": "low", "expose": {"direct": True},
-        "input_schema": {"type": "object", "required": ["customer_id"],
-                         "properties": {"customer_id": {"type": "string"}}},
-    })
+    config["capabilities"].append(
+        {
+            "id": "orders.list",
+            "description": "List the orders of a customer.",
+            "upstream": "orders",
+            "side_effect": "read",
+            "risk": "low",
+            "expose": {"direct": True},
+            "input_schema": {
+                "type": "object",
+                "required": ["customer_id"],
+                "properties": {"customer_id": {"type": "string"}},
+            },
+        }
+    )
     files["10-values.yaml"] = yaml.safe_dump(config)
 
 
@@ -248,11 +281,17 @@ async def test_configmap_edits_reload_capabilities_and_policies_without_restart(
 
 
 BROKEN_EDITS: dict[str, Callable[[dict[str, str]], None]] = {
-    "unknown risk": lambda files: files.update({"10-values.yaml": files["10-values.yaml"].replace(
-        "risk: low", "risk: negligible")}),
+    "unknown risk": lambda files: files.update(
+        {"10-values.yaml": files["10-values.yaml"].replace("risk: low", "risk: negligible")}
+    ),
     "yaml syntax": lambda files: files.update({"10-values.yaml": "capabilities: [\n"}),
-    "cel syntax": lambda files: files.update({"policies/10-admin.yaml": files[
-        "policies/10-admin.yaml"].replace("!('admin' in actor.roles)", "!('admin' in actor.roles")}),
+    "cel syntax": lambda files: files.update(
+        {
+            "policies/10-admin.yaml": files["policies/10-admin.yaml"].replace(
+                "!('admin' in actor.roles)", "!('admin' in actor.roles"
+            )
+        }
+    ),
 }
 
 
@@ -271,7 +310,9 @@ async def test_a_broken_edit_is_refused_and_the_last_good_snapshot_keeps_serving
     await wait_for(refused, "the gateway to refuse the edit")
     assert await describe(pod) == before
     assert await health(pod.probe_port, "capgate") == SERVING
-    assert (await invoke(pod, "orders.get", {"order_id": "o-1001"})).WhichOneof("outcome") == "completed"
+    assert (await invoke(pod, "orders.get", {"order_id": "o-1001"})).WhichOneof(
+        "outcome"
+    ) == "completed"
 
     # Fixing the ConfigMap again is a change like any other.
     fixed = {**good_files, "10-values.yaml": good_files["10-values.yaml"] + "\n# fixed\n"}
@@ -284,9 +325,7 @@ async def test_a_broken_edit_is_refused_and_the_last_good_snapshot_keeps_serving
     assert (await describe(pod))[1] == before[1]
 
 
-async def test_a_redis_outage_never_fails_readiness(
-    tmp_path: Path, orders_address: str
-) -> None:
+async def test_a_redis_outage_never_fails_readiness(tmp_path: Path, orders_address: str) -> None:
     redis = RedisProcess(tmp_path / "redis").start()
     pod = start_pod(tmp_path, orders_address, redis.url)
     try:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime
+
 from policy import Decision, Phase, load_policy_set
 
 SELECTORS = """
@@ -187,3 +190,16 @@ def test_the_revision_changes_with_content_and_not_with_location(write_policies,
     assert changed.revision != first.revision
     assert len(first.revision) == 12
     int(first.revision, 16)
+
+
+def test_request_now_falls_back_to_the_sets_injected_clock(load_policies, make_request):
+    night = datetime(2025, 3, 4, 23, 0, tzinfo=UTC)
+    policy_set = load_policies(
+        "policies: [{name: night, rules: [{when: 'request.now.getHours() >= 22', effect: deny}]}]",
+        clock=lambda: night,
+    )
+    day_request = make_request()  # now = 10:00 UTC
+
+    assert policy_set.evaluate_all(Phase.INVOCATION, day_request).decision is Decision.ALLOW
+    undated = replace(day_request, now=None)
+    assert policy_set.evaluate_all(Phase.INVOCATION, undated).decision is Decision.DENY

@@ -378,3 +378,11 @@ def test_require_approval_in_discovery_loads(load_policies):
     )
 
     assert policy_set.policy_names == ("p",)
+
+
+def test_yaml_1_1_booleans_are_text_so_when_yes_is_not_a_catch_all(write_policies):
+    directory = write_policies(p__yaml="policies: [{name: p, rules: [{when: yes, effect: deny}]}]")
+
+    (issue,) = load_error(directory).errors
+
+    assert issue.message.startswith("unknown variable 'yes'")

@@ -35,8 +35,12 @@ func (a *Approval) Pending() bool {
 	return a.Status == capgatev1.ApprovalStatus_APPROVAL_STATUS_PENDING
 }
 
-// Approved reports whether the approval may be resumed (or already was).
+// Approved reports whether the approval may be resumed (or already was); false on a nil
+// *Approval, so the result of a failed WaitForApproval can be tested directly.
 func (a *Approval) Approved() bool {
+	if a == nil {
+		return false
+	}
 	switch a.Status {
 	case capgatev1.ApprovalStatus_APPROVAL_STATUS_APPROVED, capgatev1.ApprovalStatus_APPROVAL_STATUS_CONSUMED,
 		capgatev1.ApprovalStatus_APPROVAL_STATUS_EXECUTED:
