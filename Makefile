@@ -7,9 +7,11 @@ STAMP := $(VENV)/.installed
 BUF := tools/node_modules/.bin/buf
 PYTEST_ARGS ?=
 
-.PHONY: all venv gen gen-check buf-lint lint test test-python demo bench bench-quick clean
+.PHONY: all venv gen gen-check buf-lint lint test test-python test-clients test-go test-java test-ts demo bench bench-quick clean
 
 all: test
+
+include helm/Makefile.inc
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PY_SYS) -m venv $(VENV)
@@ -38,10 +40,26 @@ lint: venv
 	$(VENV)/bin/ruff format --check gateway policy tests bench examples scripts
 	$(VENV)/bin/mypy
 
-test-python: venv
+test-python: venv helm
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
-test: gen-check test-python
+# One shared gateway, upstream and Redis for every client suite (scripts/stack.py).
+test-clients: venv
+	$(PY) scripts/stack.py start
+	status=0; \
+	$(MAKE) test-go || status=1; \
+	$(MAKE) test-java || status=1; \
+	$(MAKE) test-ts || status=1; \
+	$(PY) scripts/stack.py stop; exit $$status
+
+test-go:
+	$(MAKE) -C clients/go check-gen
+	cd clients/go && go test ./...
+
+test-java:
+	cd clients/java && mvn -B -q test
+
+test: gen-check test-python test-clients
 
 demo: venv
 	$(PY) -m examples.demo

@@ -123,15 +123,15 @@ async def run(call: Call, rt: Runtime, stages: tuple[Stage, ...] = INVOKE) -> ga
             return await _failed(call, rt, err)
         except asyncio.CancelledError:
             # The caller went away: record it, then let cancellation propagate (nobody to answer).
-            err = CapabilityError(Code.CANCELLED, reason="caller cancelled")
-            _observe(call, span, err.spec.kind.value, Code.CANCELLED.value, started)
-            await asyncio.shield(_failed(call, rt, err))
+            gone = CapabilityError(Code.CANCELLED, reason="caller cancelled")
+            _observe(call, span, gone.spec.kind.value, gone.code.value, started)
+            await asyncio.shield(_failed(call, rt, gone))
             raise
         except Exception as exc:  # noqa: BLE001 - the one error boundary (SI-9)
             log.exception("unexpected error in execution %s", call.execution_id)
-            err = CapabilityError(Code.EXECUTION_FAILED, reason=f"unexpected {type(exc).__name__}")
-            _observe(call, span, err.spec.kind.value, err.code.value, started)
-            return await _failed(call, rt, err)
+            fault = CapabilityError(Code.EXECUTION_FAILED, reason=f"unexpected {type(exc).__name__}")
+            _observe(call, span, fault.spec.kind.value, fault.code.value, started)
+            return await _failed(call, rt, fault)
 
 
 def _observe(call: Call, span: Span, outcome: str, code: str, started: float) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gateway.audit.approvals import ApprovalAudit
+from gateway.audit.otlp import OtlpLogSink
 from gateway.audit.sinks import AuditLog, RedisStreamSink, Sink, StreamSink
 from gateway.auth.actor_token import ActorTokenSigner
 from gateway.call import Runtime
@@ -56,9 +57,11 @@ class Gateway:
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     watcher: ConfigWatcher | None = None
     telemetry: Telemetry | None = None
+    mcp: list[Any] = field(default_factory=list)  # gateway.mcp.server.McpListener
 
     def ports(self) -> dict[str, int]:
-        return {item.listener.name: item.port for item in self.servers.items}
+        ports = {item.listener.name: item.port for item in self.servers.items}
+        return ports | {item.listener.name: item.port for item in self.mcp}
 
     async def reload(self, settings: Settings) -> None:
         """Build a new snapshot off the request path and swap it atomically; keep the old on error."""
@@ -77,6 +80,8 @@ class Gateway:
         if self.watcher is not None:
             self.watcher.stop()
         await self.servers.stop(grace_s)
+        for mcp in self.mcp:
+            await mcp.stop(grace_s)
         for task in self.tasks:
             task.cancel()
         for task in self.tasks:
@@ -138,8 +143,6 @@ async def start(settings: Settings, *, extra_sinks: Sequence[Sink] = (),
         elif name == "redis" and redis is not None:
             sinks.append(RedisStreamSink(redis, settings.audit.redis_stream, settings.audit.redis_maxlen))
         elif name == "otlp":
-            from gateway.audit.otlp import OtlpLogSink
-
             sinks.append(OtlpLogSink())
     audit = AuditLog(sinks, buffer=settings.audit.buffer)
     audit.start()
@@ -163,10 +166,15 @@ async def start(settings: Settings, *, extra_sinks: Sequence[Sink] = (),
         notifier.bind(snapshot_facts(lambda: holder.current))
     max_bytes = max([c.limits.max_bytes for c in settings.capabilities] + [settings.defaults.limits.max_bytes])
     telemetry = start_telemetry(settings.telemetry, span_processors=span_processors)
-    servers = await start_listeners(settings.listeners, lambda: holder.current, runtime,
+    grpc_listeners = tuple(x for x in settings.listeners if x.protocol == "grpc")
+    servers = await start_listeners(grpc_listeners, lambda: holder.current, runtime,
                                     max_message_bytes=max_bytes + 64 * 1024,
                                     interceptors=telemetry.interceptors())
     gw = Gateway(settings, holder, runtime, servers, pool, redis, process, telemetry=telemetry)
+    if any(x.protocol == "mcp" for x in settings.listeners):
+        from gateway.mcp.server import start_mcp_listeners  # the HTTP stack only when used
+
+        gw.mcp = await start_mcp_listeners(settings, lambda: holder.current, runtime)
     if runtime.approvals is not None and redis is not None:
         pending_key = runtime.approvals.keys.pending
         telemetry.watch_gauge(metrics.approvals_pending, lambda: redis.zcard(pending_key))

@@ -2,17 +2,18 @@
 # Install the pinned helm into the project's tool dir when it is absent, then print its path.
 #
 #   scripts/helm.sh            install if needed; print the helm binary's path on stdout
-#   scripts/helm.sh lint       install if needed; helm lint the chart with every helm/capgate/ci values file
+#   scripts/helm.sh lint       install if needed; helm lint --strict with every helm/capgate/ci/*.yaml
 #
 # helm is built from source through the Go module proxy (`go install`), the one route a clean
 # CI machine has (DESIGN §12: "helm pinned and built only when absent"). The build takes a few
 # minutes the first time; later calls only compare the stamp file and return at once.
-# Overrides: HELM_VERSION (pin), CAPGATE_TOOLS_BIN (install dir, default .tools/bin).
+# Overrides: HELM_VERSION (pin), CAPGATE_TOOLS_BIN (install dir, default ~/.cache/capgate/bin).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 HELM_VERSION="${HELM_VERSION:-v3.21.4}"
-BIN_DIR="${CAPGATE_TOOLS_BIN:-$ROOT/.tools/bin}"
+# Outside the clone by default, so a fresh clone on the same machine (CI) reuses the build.
+BIN_DIR="${CAPGATE_TOOLS_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/capgate/bin}"
 HELM="$BIN_DIR/helm"
 STAMP="$BIN_DIR/.helm-version"
 
@@ -28,14 +29,16 @@ install_helm() {
   fi
   mkdir -p "$BIN_DIR"
   # The tool dir is local to each machine: keep it out of git without touching .gitignore.
-  [[ -f "$ROOT/.tools/.gitignore" ]] || printf '*\n' >"$ROOT/.tools/.gitignore"
+  [[ ! -d "$ROOT/.tools" || -f "$ROOT/.tools/.gitignore" ]] || printf '*\n' >"$ROOT/.tools/.gitignore"
   echo "scripts/helm.sh: building helm $HELM_VERSION with go install (first time only)" >&2
   local started=$SECONDS
   # The release build's link flags (helm's Makefile): without them `helm version` says "v3.21"
   # and template/lint assume Kubernetes 1.20, which fails the chart's kubeVersion constraint.
   # The Kubernetes version is that of the client-go module this helm release builds with.
   local gomod k8s_minor
-  gomod="$(go mod download -json "helm.sh/helm/v3@$HELM_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
+  # Run outside any go.mod (the tool dir has none) so no module of this repository is touched.
+  gomod="$(cd "$BIN_DIR" && go mod download -json "helm.sh/helm/v3@$HELM_VERSION" |
+    sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
   k8s_minor="$(sed -n 's/^[[:space:]]*k8s\.io\/client-go v0\.\([0-9]*\)\..*/\1/p' "$gomod" | head -n1)"
   if [[ -z "$k8s_minor" ]]; then
     echo "scripts/helm.sh: cannot read the k8s.io/client-go version from $gomod" >&2
@@ -47,8 +50,8 @@ install_helm() {
     ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$k8s_minor"
   done
   # CGO off: a static binary that does not depend on the build machine's libc.
-  CGO_ENABLED=0 GOBIN="$BIN_DIR" \
-    go install -trimpath -ldflags "$ldflags" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2
+  (cd "$BIN_DIR" && CGO_ENABLED=0 GOBIN="$BIN_DIR" \
+    go install -trimpath -ldflags "$ldflags" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION") >&2
   echo "$HELM_VERSION" >"$STAMP"
   echo "scripts/helm.sh: helm $HELM_VERSION installed in $((SECONDS - started))s" >&2
 }
@@ -68,7 +71,7 @@ case "${1:-path}" in
       exit 1
     fi
     for file in "${values[@]}"; do
-      echo "helm lint --strict $chart -f ${file#"$ROOT"/}"
+      echo "helm lint --strict ${chart#"$ROOT"/} -f ${file#"$ROOT"/}"
       "$HELM" lint --strict --quiet "$chart" -f "$file"
     done
     ;;

@@ -46,7 +46,7 @@ def start() -> None:
     jwks = RUN / "actor-jwks.json"
     env = {**os.environ, "TEST_JWT_SECRET": JWT_SECRET, "TEST_RUN_DIR": str(run_dir),
            "TEST_ORDERS_ADDR": f"127.0.0.1:{orders_port}", "TEST_REDIS_URL": redis.url,
-           "TEST_HMAC_KEY": "stack-hmac-key", "CAPGATE_ACTOR_JWKS_OUT": str(jwks)}
+           "TEST_HMAC_KEY": "stack-hmac-key-0123456789-0123456789-abcdef", "CAPGATE_ACTOR_JWKS_OUT": str(jwks)}
     ready = RUN / "gateway.ready.json"
     ready.unlink(missing_ok=True)
     gw_log = open(RUN / "gateway.log", "wb")  # noqa: SIM115

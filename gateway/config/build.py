@@ -18,6 +18,7 @@ from gateway.config.capabilities import PROCEDURE_METHOD
 from gateway.config.context import plain, resolve
 from gateway.config.durations import parse_duration, whole_seconds
 from gateway.config.revision import SHORT_HASH
+from gateway.mcp.config import mcp_settings
 from gateway.model import ApprovalSpec, Capability, Limits, RedactRule, RedactSpec, RetrySpec
 from gateway.settings import (
     ActorTokenSettings,
@@ -127,6 +128,8 @@ class _Builder:
                 "allow_anonymous": ("allow_anonymous", _same),
             }
             extra["trusted_local"] = TrustedLocalAuth(**_kw(node.get("trusted_local"), spec))
+        if node.get("protocol") == "mcp":
+            extra["mcp"] = mcp_settings(node.get("mcp"))
         return Listener(
             name=node["name"],
             address=node["address"],
@@ -141,6 +144,7 @@ class _Builder:
                     "socket_mode": ("socket_mode", _mode),
                     "on_behalf_of": ("on_behalf_of", _identities),
                     "auditor_roles": ("auditor_roles", tuple),
+                    "protocol": ("protocol", _same),
                 },
             ),
         )

@@ -15,6 +15,7 @@ from gateway.auth import jws
 from gateway.config.context import Ctx, check_port, is_unix, items, mapping, plain, text
 from gateway.config.problems import PathParts
 from gateway.config.source import LDict
+from gateway.mcp.config import check_mcp_listener
 
 _AUTH_BLOCKS = {"jwt": "jwt", "mtls": "mtls", "trusted_local": "trusted-local"}
 _ADMIN_ONLY = ("on_behalf_of", "auditor_roles")
@@ -36,6 +37,7 @@ def check_listeners(ctx: Ctx) -> None:
         addresses.setdefault(address, i)
         _check_auth(ctx, listener, parts)
         _check_files(ctx, listener, parts)
+        check_mcp_listener(ctx, listener, parts)
 
 
 def _check_auth(ctx: Ctx, listener: LDict, parts: PathParts) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -121,16 +121,13 @@ class AdminClient:
         )
         return reply  # type: ignore[no-any-return]
 
-    async def watch(self, after_event_id: str) -> AsyncIterator[admin_pb2.ApprovalEvent]:
-        call = self._stub.WatchApprovals(
+    def watch(self, after_event_id: str = "") -> Any:
+        """The WatchApprovals call, started now (events after this moment, or after the id);
+        iterate it with `async for`, cancel it when done."""
+        return self._stub.WatchApprovals(
             admin_pb2.WatchApprovalsRequest(after_event_id=after_event_id),
             metadata=self._metadata(),
         )
-        try:
-            async for event in call:
-                yield event
-        finally:
-            call.cancel()
 
     async def close(self) -> None:
         await self._channel.close()

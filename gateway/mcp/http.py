@@ -73,8 +73,14 @@ def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Resp
     return Response(orjson.dumps(body), status, headers, media_type="application/json")
 
 
-def _fail(status: int, message: str, *, code: int = INVALID_REQUEST, data: Any = None,
-          headers: dict[str, str] | None = None) -> Response:
+def _fail(
+    status: int,
+    message: str,
+    *,
+    code: int = INVALID_REQUEST,
+    data: Any = None,
+    headers: dict[str, str] | None = None,
+) -> Response:
     """A transport-level refusal: a JSON-RPC error without id (the spec allows one)."""
     return _json(status, error(None, RpcError(code, message, data)), headers)
 
@@ -82,8 +88,12 @@ def _fail(status: int, message: str, *, code: int = INVALID_REQUEST, data: Any =
 def _encode(body: dict[str, Any], encoding: Encoding, headers: dict[str, str]) -> Response:
     data = orjson.dumps(body)  # one line: no newline can end the SSE event early
     if encoding == "sse":
-        return Response(b"event: message\ndata: " + data + b"\n\n", 200,
-                        {**headers, "cache-control": "no-cache"}, media_type="text/event-stream")
+        return Response(
+            b"event: message\ndata: " + data + b"\n\n",
+            200,
+            {**headers, "cache-control": "no-cache"},
+            media_type="text/event-stream",
+        )
     return Response(data, 200, headers, media_type="application/json")
 
 
@@ -163,12 +173,16 @@ class McpApp:
     async def _endpoint(self, request: Request, host: str) -> Response:
         method = request.method
         if method == "OPTIONS":  # CORS preflight from an allowed origin
-            return Response(None, 204, {
-                "allow": _ALLOW,
-                "access-control-allow-methods": "POST, DELETE",
-                "access-control-allow-headers": guard.CORS_REQUEST_HEADERS,
-                "access-control-max-age": "600",
-            })
+            return Response(
+                None,
+                204,
+                {
+                    "allow": _ALLOW,
+                    "access-control-allow-methods": "POST, DELETE",
+                    "access-control-allow-headers": guard.CORS_REQUEST_HEADERS,
+                    "access-control-max-age": "600",
+                },
+            )
         if method not in ("POST", "DELETE"):
             return _fail(405, "Method Not Allowed.", headers={"allow": _ALLOW})
         credentials = request.headers.getlist("authorization")
@@ -205,8 +219,11 @@ class McpApp:
             return _fail(404, "Session not found.")
         version = request.headers.get("mcp-protocol-version")
         if version is not None and version not in SUPPORTED_VERSIONS:
-            return _fail(400, "Bad Request: unsupported MCP-Protocol-Version.",
-                         data={"supported": list(SUPPORTED_VERSIONS)})
+            return _fail(
+                400,
+                "Bad Request: unsupported MCP-Protocol-Version.",
+                data={"supported": list(SUPPORTED_VERSIONS)},
+            )
         if version is not None and version != session.protocol_version:
             return _fail(400, "Bad Request: MCP-Protocol-Version differs from the session's.")
         return session
@@ -236,10 +253,14 @@ class McpApp:
         if message.kind != "request":
             return Response(None, 202)  # notifications and responses: accepted, no body
         traceparent = request.headers.get("traceparent", "")
-        carrier = [(k, request.headers[k]) for k in ("traceparent", "tracestate")
-                   if k in request.headers]
-        attributes = {"rpc.system": "jsonrpc", "rpc.method": message.method,
-                      "mcp.method.name": message.method}
+        carrier = [
+            (k, request.headers[k]) for k in ("traceparent", "tracestate") if k in request.headers
+        ]
+        attributes = {
+            "rpc.system": "jsonrpc",
+            "rpc.method": message.method,
+            "mcp.method.name": message.method,
+        }
         with tracing.server_span(message.method, tracing.extract(tuple(carrier)), attributes):
             try:
                 reply = await self._handler.handle(message, actor, traceparent=traceparent)

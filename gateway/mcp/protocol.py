@@ -1,4 +1,4 @@
-"""The MCP methods of one listener, on top of the same pipelines as gRPC (stages 2–15).
+"""The MCP methods of one listener, on top of the same pipelines as gRPC (stages 2-15).
 
 `initialize` negotiates the version and opens a session; `tools/list` is Describe for the
 listener's surface; `tools/call` is Invoke; `capgate_approval_status` checks or resumes the
@@ -162,8 +162,9 @@ class McpHandler:
         for clash in clashes:
             log.error("MCP tool left out (revision %s): %s", snapshot.revision, clash)
         static = {
-            cap_id: tools.static_tool(name, snapshot.capabilities[cap_id].capability,
-                                      schemas[cap_id])
+            cap_id: tools.static_tool(
+                name, snapshot.capabilities[cap_id].capability, schemas[cap_id]
+            )
             for name, cap_id in table.by_name.items()
         }
         self._catalog = Catalog(snapshot, table, static)
@@ -174,10 +175,14 @@ class McpHandler:
             raise RpcError(INVALID_PARAMS, "Invalid cursor.")  # the list is never paginated
         snapshot = self._snapshot()
         catalog = self.catalog(snapshot)
-        described = discovery.describe(snapshot, self._rt, surface=self._surface, actor=actor,
-                                       ids=[])
-        listed = [tools.tool(catalog.static[d.id], d) for d in described.capabilities
-                  if d.id in catalog.static]
+        described = discovery.describe(
+            snapshot, self._rt, surface=self._surface, actor=actor, ids=[]
+        )
+        listed = [
+            tools.tool(catalog.static[d.id], d)
+            for d in described.capabilities
+            if d.id in catalog.static
+        ]
         if self._status_tool:
             listed.append(tools.APPROVAL_STATUS_TOOL)
         return {"tools": listed}
@@ -198,9 +203,14 @@ class McpHandler:
         if cap_id is None:
             raise UNKNOWN_TOOL
         call = Call(
-            snapshot=snapshot, surface=self._surface, actor=actor, capability_id=cap_id,
-            raw_input=dumps(arguments), idempotency_key=idempotency_key,
-            correlation_id=correlation_id, traceparent=traceparent,
+            snapshot=snapshot,
+            surface=self._surface,
+            actor=actor,
+            capability_id=cap_id,
+            raw_input=dumps(arguments),
+            idempotency_key=idempotency_key,
+            correlation_id=correlation_id,
+            traceparent=traceparent,
         )
         result = await pipeline.run(call, self._rt, pipeline.INVOKE)
         return tools.call_result(result, status_tool=self._status_tool)
@@ -209,8 +219,11 @@ class McpHandler:
         self, arguments: dict[str, Any], actor: Actor, correlation_id: str, traceparent: str
     ) -> dict[str, Any]:
         approval_id, resume = arguments.get("approval_id"), arguments.get("resume", True)
-        issues = [InputIssue(f"$.{k}", "is not allowed") for k in sorted(arguments)
-                  if k not in ("approval_id", "resume")]
+        issues = [
+            InputIssue(f"$.{k}", "is not allowed")
+            for k in sorted(arguments)
+            if k not in ("approval_id", "resume")
+        ]
         if not isinstance(approval_id, str) or not 0 < len(approval_id) <= 128:
             issues.append(InputIssue("$.approval_id", "must be a string of 1 to 128 characters"))
         if not isinstance(resume, bool):
@@ -224,15 +237,23 @@ class McpHandler:
         except CapabilityError as err:
             return _failure(err)
         # Bound to the requester and the surface it asked on; anything else reads as unknown.
-        if (record is None or record.requester.identity != actor.identity
-                or record.surface != self._surface):
+        if (
+            record is None
+            or record.requester.identity != actor.identity
+            or record.surface != self._surface
+        ):
             return _failure(CapabilityError(Code.APPROVAL_NOT_FOUND))
         if record.status == "pending" or not resume:
             view = to_proto(record, include_input=False, redactor=None)
             return tools.approval_result(view, {}, status_tool=True, requested=False)
         call = Call(
-            snapshot=self._snapshot(), surface=self._surface, actor=actor, capability_id="",
-            raw_input=b"", approval_id=approval_id, correlation_id=correlation_id,
+            snapshot=self._snapshot(),
+            surface=self._surface,
+            actor=actor,
+            capability_id="",
+            raw_input=b"",
+            approval_id=approval_id,
+            correlation_id=correlation_id,
             traceparent=traceparent,
         )
         result = await pipeline.run(call, self._rt, pipeline.RESUME)

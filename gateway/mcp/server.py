@@ -88,13 +88,21 @@ def build_app(
     if listener.auth != "jwt" or listener.jwt is None:
         raise ValueError(f"listener {listener.name!r}: MCP listeners need auth 'jwt'")
     settings = listener.mcp or McpSettings()
-    sessions = SessionStore(idle_timeout_s=settings.session_idle_timeout_s,
-                            max_sessions=settings.max_sessions)
+    sessions = SessionStore(
+        idle_timeout_s=settings.session_idle_timeout_s, max_sessions=settings.max_sessions
+    )
     handler = McpHandler(listener, snapshot, runtime, sessions)
     host, _ = split_address(listener.address)
-    return McpApp(listener, handler, sessions, build_authenticator(listener),
-                  hosts=guard.host_allow_list(settings, host), scheme=scheme, limits=limits,
-                  issuers=listener.jwt.issuers)
+    return McpApp(
+        listener,
+        handler,
+        sessions,
+        build_authenticator(listener),
+        hosts=guard.host_allow_list(settings, host),
+        scheme=scheme,
+        limits=limits,
+        issuers=listener.jwt.issuers,
+    )
 
 
 async def start_mcp_listener(
@@ -105,8 +113,7 @@ async def start_mcp_listener(
     limits: Limits,
 ) -> McpListener:
     tls = listener.tls
-    app = build_app(listener, snapshot, runtime, limits=limits,
-                    scheme="https" if tls else "http")
+    app = build_app(listener, snapshot, runtime, limits=limits, scheme="https" if tls else "http")
     config = uvicorn.Config(
         app,
         lifespan="off",
@@ -126,8 +133,13 @@ async def start_mcp_listener(
     await server.startup(sockets=[sock])
     item = McpListener(listener, server, sock, sock.getsockname()[1])
     item.main = asyncio.create_task(server.main_loop(), name=f"mcp-{listener.name}")
-    log.info("listener %s (mcp, surface %s) on port %d%s", listener.name, listener.surface,
-             item.port, (listener.mcp or McpSettings()).path)
+    log.info(
+        "listener %s (mcp, surface %s) on port %d%s",
+        listener.name,
+        listener.surface,
+        item.port,
+        (listener.mcp or McpSettings()).path,
+    )
     return item
 
 

@@ -163,8 +163,12 @@ def approval_result(
     }
     if approval.message:
         structured["message"] = approval.message
-    return {"content": _text(text), "structuredContent": structured, "isError": False,
-            "_meta": meta}
+    return {
+        "content": _text(text),
+        "structuredContent": structured,
+        "isError": False,
+        "_meta": meta,
+    }
 
 
 def call_result(

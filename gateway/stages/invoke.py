@@ -65,13 +65,14 @@ class _Attempts:
         self._upstream = call.prepared.capability.upstream
         self.full_method = inner.full_method
         service, _, method = self.full_method.lstrip("/").rpartition("/")
-        self._attributes = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": method,
-                            "capgate.upstream": self._upstream}
+        self._attributes: dict[str, str | int] = {
+            "rpc.system": "grpc", "rpc.service": service, "rpc.method": method,
+            "capgate.upstream": self._upstream}
 
     async def __call__(self, input_value: Any, *, timeout: float,  # noqa: ASYNC109
                        metadata: Metadata = ()) -> Any:
         self._attempt += 1
-        attributes = {**self._attributes, "capgate.attempt": self._attempt}
+        attributes: dict[str, str | int] = {**self._attributes, "capgate.attempt": self._attempt}
         started = time.perf_counter()
         code = "OK"
         with child_span("agent.procedure_execution", SpanKind.CLIENT, attributes) as span:

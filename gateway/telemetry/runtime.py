@@ -27,8 +27,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from gateway.settings import TelemetrySettings
 from gateway.telemetry import tracing
 from gateway.telemetry.export import OtlpMetricsPusher, PrometheusEndpoint
-from gateway.telemetry.interceptor import ServerSpans
 from gateway.telemetry.instruments import Gauge, metrics
+from gateway.telemetry.interceptor import ServerSpans
 
 log = logging.getLogger("capgate.telemetry")
 

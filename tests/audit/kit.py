@@ -67,7 +67,8 @@ class Stack:
 
     async def scrape(self) -> str:
         telemetry = self.env.gw.telemetry
-        assert telemetry is not None and telemetry.prometheus_port
+        assert telemetry is not None
+        assert telemetry.prometheus_port
         url = f"http://127.0.0.1:{telemetry.prometheus_port}/metrics"
 
         def get() -> str:

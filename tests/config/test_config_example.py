@@ -33,6 +33,7 @@ def test_the_example_config_loads(demo_env, tmp_path):
     assert [(lst.name, lst.surface, lst.role, lst.auth) for lst in settings.listeners] == [
         ("agents", "agent", "caller", "jwt"),
         ("local", "direct", "caller", "trusted-local"),
+        ("mcp", "mcp", "caller", "jwt"),
         ("admin", "admin", "admin", "jwt"),
     ]
     assert settings.listeners[1].address == f"unix://{tmp_path}/capgate.sock"

@@ -74,8 +74,13 @@ def helm(*args: str, home: Path | None = None) -> subprocess.CompletedProcess[st
     cache and data directories live there instead of the user's."""
     env = None
     if home is not None:
-        env = {**os.environ, **{f"HELM_{kind}_HOME": str(home / kind.lower())
-                                for kind in ("CONFIG", "CACHE", "DATA")}}
+        env = {
+            **os.environ,
+            **{
+                f"HELM_{kind}_HOME": str(home / kind.lower())
+                for kind in ("CONFIG", "CACHE", "DATA")
+            },
+        }
     return _run([helm_binary(), *args], env)
 
 

@@ -27,7 +27,10 @@ policies:
 """
 # ConfigMaps a values file references but leaves to the operator (extraConfigMaps).
 OPERATOR_CONFIG_MAPS = {
-    "shop-policies": {"metadata": {"name": "shop-policies"}, "data": {"refunds.yaml": REFUNDS_POLICY}}
+    "shop-policies": {
+        "metadata": {"name": "shop-policies"},
+        "data": {"refunds.yaml": REFUNDS_POLICY},
+    }
 }
 
 

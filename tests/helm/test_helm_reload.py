@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,14 @@ class Pod:
     log: Path
     probe_port: int
     probes: dict[str, Any]
+    metrics_port: int
+
+    def metrics(self) -> str:
+        """The Prometheus scrape the chart's ServiceMonitor points at."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            body: str = reply.read().decode()
+        return body
 
     @property
     def socket(self) -> str:
@@ -94,6 +103,8 @@ def _rendered(orders: str, run_dir: Path) -> Rendered:
             f"listeners.local.socketDir={run_dir}",
             f"actorToken.jwksOut={run_dir}/actor-jwks.json",
             f"config.upstreams.orders.address={orders}",
+            "metrics.enabled=true",
+            f"metrics.port={free_port()}",
         ],
         set_json=["gateway.watchInterval=0.2"],  # --set would read 0.2 as a string
     )
@@ -136,8 +147,17 @@ def start_pod(tmp: Path, orders: str, redis_url: str) -> Pod:
             argv, env=env, cwd=workdir, stdout=sink, stderr=subprocess.STDOUT
         )
     probes = {k: container[k]["grpc"] for k in ("livenessProbe", "readinessProbe", "startupProbe")}
+    metrics_port = next(p["containerPort"] for p in container["ports"] if p["name"] == "metrics")
     started = Pod(
-        process, volume, files, run_dir, workdir, log, probes["readinessProbe"]["port"], probes
+        process,
+        volume,
+        files,
+        run_dir,
+        workdir,
+        log,
+        probes["readinessProbe"]["port"],
+        probes,
+        metrics_port,
     )
     deadline = time.monotonic() + 30
     while not (tmp / "ready.json").exists():
@@ -270,6 +290,7 @@ async def test_configmap_edits_reload_capabilities_and_policies_without_restart(
     assert result.WhichOneof("outcome") == "completed", result
     assert {o["order_id"] for o in json.loads(result.completed.output_json)["orders"]} >= {"o-1001"}
     assert result.revision != revision
+    assert 'capability="orders.list"' in pod.metrics()
 
     pod.edit(lambda files: files.update({"policies/20-lists.yaml": HIDE_LISTS}))
 

@@ -11,15 +11,20 @@ from opentelemetry.sdk.trace.sampling import Decision
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
 from gateway.settings import TelemetrySettings
+from gateway.telemetry import enabled
 from gateway.telemetry.export import metrics_data
 from gateway.telemetry.instruments import (
     OTHER,
     Counter,
+    Metrics,
+)
+from gateway.telemetry.instruments import (
     Gauge as GaugeInstrument,
+)
+from gateway.telemetry.instruments import (
     Histogram as Hist,
 )
-from gateway.telemetry.instruments import Metrics
-from gateway.telemetry.runtime import Telemetry
+from gateway.telemetry.runtime import Telemetry, start_telemetry
 from gateway.telemetry.tracing import sampler_from_env
 
 
@@ -28,7 +33,8 @@ def test_a_counter_sums_per_label_set() -> None:
     counter.add(("completed",))
     counter.add(("completed",), 2)
     counter.add(("failed",))
-    assert counter.value(("completed",)) == 3 and counter.value(("failed",)) == 1
+    assert counter.value(("completed",)) == 3
+    assert counter.value(("failed",)) == 1
 
 
 def test_label_sets_beyond_the_cap_fold_into_one_series(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -41,7 +47,8 @@ def test_label_sets_beyond_the_cap_fold_into_one_series(monkeypatch: pytest.Monk
     snap = counter.snapshot()
     assert len(snap.series) == 4
     assert counter.value((OTHER, OTHER)) == 7
-    assert hist.count((OTHER,)) == 7 and len(hist.snapshot().series) == 4
+    assert hist.count((OTHER,)) == 7
+    assert len(hist.snapshot().series) == 4
 
 
 def test_a_histogram_keeps_buckets_sum_min_and_max() -> None:
@@ -50,7 +57,8 @@ def test_a_histogram_keeps_buckets_sum_min_and_max() -> None:
         hist.observe(v, ("s",))
     (series,) = hist.snapshot().series
     assert series.buckets == (2, 1, 1, 1)  # le=0.001 is inclusive; 3.0 lands in +Inf
-    assert series.count == 5 and series.total == pytest.approx(3.0535)
+    assert series.count == 5
+    assert series.total == pytest.approx(3.0535)
     assert (series.minimum, series.maximum) == (0.0005, 3.0)
 
 
@@ -58,7 +66,8 @@ def test_a_gauge_holds_the_last_value() -> None:
     gauge = GaugeInstrument("t.pending", "", "{approval}", ())
     gauge.set(4)
     gauge.set(2)
-    assert gauge.value() == 2 and gauge.snapshot().kind == "gauge"
+    assert gauge.value() == 2
+    assert gauge.snapshot().kind == "gauge"
 
 
 def test_the_otlp_form_is_cumulative_with_explicit_buckets() -> None:
@@ -76,10 +85,12 @@ def test_the_otlp_form_is_cumulative_with_explicit_buckets() -> None:
         "capgate.approvals.pending",
     }  # empty instruments are not sent
     calls = by_name["capgate.invocations"].data
-    assert isinstance(calls, Sum) and calls.is_monotonic
+    assert isinstance(calls, Sum)
+    assert calls.is_monotonic
     assert calls.aggregation_temporality is AggregationTemporality.CUMULATIVE
     (point,) = calls.data_points
-    assert point.value == 2 and point.attributes == {
+    assert point.value == 2
+    assert point.attributes == {
         "capability": "orders.get",
         "surface": "agent",
         "outcome": "completed",
@@ -88,7 +99,8 @@ def test_the_otlp_form_is_cumulative_with_explicit_buckets() -> None:
     stage = by_name["capgate.stage.duration"].data
     assert isinstance(stage, Histogram)
     (hp,) = stage.data_points
-    assert hp.count == 1 and len(hp.bucket_counts) == len(hp.explicit_bounds) + 1
+    assert hp.count == 1
+    assert len(hp.bucket_counts) == len(hp.explicit_bounds) + 1
     assert by_name["capgate.stage.duration"].unit == "s"
     assert isinstance(by_name["capgate.approvals.pending"].data, Gauge)
 
@@ -106,7 +118,8 @@ def test_the_sampler_always_follows_a_sampled_caller(name: str) -> None:
     root = sampler.should_sample(None, 0x1234, "x")
     unsampled = sampler.should_sample(_parent(False), 0x1234, "x")  # type: ignore[arg-type]
     assert follow.decision is Decision.RECORD_AND_SAMPLE
-    assert root.decision is Decision.DROP and unsampled.decision is Decision.DROP
+    assert root.decision is Decision.DROP
+    assert unsampled.decision is Decision.DROP
 
 
 def test_an_unknown_sampler_name_falls_back_to_sampling_roots(
@@ -134,12 +147,12 @@ async def test_a_watched_gauge_is_polled_only_when_something_exports_it() -> Non
     await asyncio.sleep(0.05)
     exported.pusher = None
     await exported.close()
-    assert reads >= 2 and gauge.value() == reads
+    assert reads >= 2
+    assert gauge.value() == reads
 
 
 def test_without_an_exporter_no_tracer_is_installed() -> None:
-    from gateway.telemetry import enabled
-    from gateway.telemetry.runtime import start_telemetry
-
     telemetry = start_telemetry(TelemetrySettings(tracing=True, otlp=False))
-    assert telemetry.provider is None and telemetry.interceptors() == [] and not enabled()
+    assert telemetry.provider is None
+    assert telemetry.interceptors() == []
+    assert not enabled()

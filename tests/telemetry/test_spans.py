@@ -49,19 +49,24 @@ async def test_a_completed_call_is_server_root_policy_and_one_client_span(audite
     spans = audited.spans_of(result.execution_id)
     assert tree(spans) == [SERVER, ROOT, POLICY, POLICY, UPSTREAM]
     root = attrs(spans, "agent.capability_call")[0]
-    assert root["capgate.capability_id"] == "orders.get" and root["capgate.surface"] == "agent"
-    assert root["capgate.outcome"] == "completed" and root["capgate.attempts"] == 1
+    assert root["capgate.capability_id"] == "orders.get"
+    assert root["capgate.surface"] == "agent"
+    assert root["capgate.outcome"] == "completed"
+    assert root["capgate.attempts"] == 1
     assert root["capgate.revision"] == audited.env.gw.holder.current.revision
     assert "capgate.code" not in root
     client = attrs(spans, "agent.procedure_execution")[0]
-    assert client["rpc.method"] == "GetOrder" and client["capgate.attempt"] == 1
+    assert client["rpc.method"] == "GetOrder"
+    assert client["capgate.attempt"] == 1
     server = attrs(spans, SERVER[1])[0]
-    assert server["rpc.system"] == "grpc" and server["rpc.grpc.status_code"] == 0
+    assert server["rpc.system"] == "grpc"
+    assert server["rpc.grpc.status_code"] == 0
 
 
 async def test_each_retry_is_its_own_client_span_under_one_execution(audited: Stack) -> None:
     result = await audited.env.invoke("orders.get", {"order_id": "flaky-1-spans"})
-    assert result.WhichOneof("outcome") == "completed" and result.attempts == 2
+    assert result.WhichOneof("outcome") == "completed"
+    assert result.attempts == 2
     spans = audited.spans_of(result.execution_id)
     clients = [s for s in spans if s.name == "agent.procedure_execution"]
     assert [dict(s.attributes or {})["capgate.attempt"] for s in clients] == [1, 2]
@@ -80,10 +85,8 @@ async def test_a_policy_denial_has_no_client_span_and_an_error_root(audited: Sta
     assert root.status.status_code is StatusCode.ERROR
     assert dict(root.attributes or {})["capgate.code"] == "POLICY_DENIED"
     policy = attrs(spans, "agent.policy_evaluation")[0]
-    assert (
-        policy["capgate.policy.decision"] == "deny"
-        and policy["capgate.policy.phase"] == "invocation"
-    )
+    assert policy["capgate.policy.decision"] == "deny"
+    assert policy["capgate.policy.phase"] == "invocation"
 
 
 async def test_a_concealed_capability_traces_like_an_unknown_one(audited: Stack) -> None:
@@ -115,9 +118,11 @@ async def test_a_timeout_ends_the_client_span_and_the_root_in_error(audited: Sta
     assert result.WhichOneof("outcome") == "cancelled"
     spans = audited.spans_of(result.execution_id)
     client = next(s for s in spans if s.name == "agent.procedure_execution")
-    assert client.kind is SpanKind.CLIENT and client.status.status_code is StatusCode.ERROR
+    assert client.kind is SpanKind.CLIENT
+    assert client.status.status_code is StatusCode.ERROR
     root = attrs(spans, "agent.capability_call")[0]
-    assert root["capgate.outcome"] == "cancelled" and root["capgate.code"] == "TIMEOUT"
+    assert root["capgate.outcome"] == "cancelled"
+    assert root["capgate.code"] == "TIMEOUT"
 
 
 async def test_the_callers_trace_continues_and_the_client_span_is_sent_upstream(
@@ -137,7 +142,8 @@ async def test_the_callers_trace_continues_and_the_client_span_is_sent_upstream(
     spans = audited.spans_of(result.execution_id)
     assert all(f"{s.context.trace_id:032x}" == CALLER_TRACE for s in spans)
     server = next(s for s in spans if s.kind is SpanKind.SERVER)
-    assert server.parent is not None and f"{server.parent.span_id:016x}" == CALLER_SPAN
+    assert server.parent is not None
+    assert f"{server.parent.span_id:016x}" == CALLER_SPAN
     client = next(s for s in spans if s.name == "agent.procedure_execution")
     sent = (await env.stats()).log[-1].traceparent
     assert sent == f"00-{CALLER_TRACE}-{client.context.span_id:016x}-01"
@@ -157,7 +163,8 @@ async def test_an_unsampled_caller_gets_no_spans_but_its_trace_id_travels_on(
     assert result.WhichOneof("outcome") == "completed"
     assert len(audited.spans.get_finished_spans()) == before  # parent-based: nothing sampled
     sent = (await env.stats()).log[-1].traceparent
-    assert sent.startswith(f"00-{CALLER_TRACE[::-1]}-") and sent.endswith("-00")
+    assert sent.startswith(f"00-{CALLER_TRACE[::-1]}-")
+    assert sent.endswith("-00")
     assert CALLER_SPAN not in sent  # a span id of the gateway's own (unsampled) server span
 
 

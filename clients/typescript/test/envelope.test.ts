@@ -4,7 +4,12 @@ import { describe, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ExecutionResultSchema } from "../src/gen/capgate/v1/gateway_pb.js";
-import { ApprovalStatus, ErrorCode as PbErrorCode, ExecutionState } from "../src/gen/capgate/v1/types_pb.js";
+import {
+  ApprovalStatus,
+  CapabilityErrorSchema,
+  ErrorCode as PbErrorCode,
+  ExecutionState,
+} from "../src/gen/capgate/v1/types_pb.js";
 import { outcomeFromProto } from "../src/envelope.js";
 import { CapgateClient, CapgateError, unwrap, type ErrorCode } from "../src/index.js";
 
@@ -114,10 +119,10 @@ describe("error codes", () => {
     const names = Object.keys(PbErrorCode).filter((k) => Number.isNaN(Number(k)));
     assert.ok(names.includes("POLICY_DENIED") && names.includes("APPROVAL_LIMIT_EXCEEDED"));
     for (const name of names) {
-      const err = CapgateError.fromProto({ code: PbErrorCode[name as ErrorCode] } as never);
+      const err = CapgateError.fromProto(create(CapabilityErrorSchema, { code: PbErrorCode[name as ErrorCode] }));
       assert.equal(err.code, name);
     }
-    assert.equal(CapgateError.fromProto({ code: 999 } as never).code, "UNSPECIFIED");
+    assert.equal(CapgateError.fromProto(create(CapabilityErrorSchema, { code: 999 as PbErrorCode })).code, "UNSPECIFIED");
   });
 
   test("transport faults keep their gRPC code and map to the governed one where it exists", () => {

@@ -10,7 +10,7 @@ import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
-import { connectNodeAdapter, createGrpcTransport } from "@connectrpc/connect-node";
+import { connectNodeAdapter, createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { Procedure } from "../src/gen/capgate/v1/procedure_pb.js";
 import {
   ActorTokenVerifier,
@@ -75,6 +75,7 @@ const verifier = new ActorTokenVerifier({ jwks: vectors.jwks, issuer: "capgate",
 describe("agentContextInterceptor in a connect-node gRPC server", () => {
   let server: http2.Http2Server;
   let client: Client<typeof Procedure>;
+  let session: Http2SessionManager;
 
   before(async () => {
     const handler = connectNodeAdapter({
@@ -87,10 +88,15 @@ describe("agentContextInterceptor in a connect-node gRPC server", () => {
     server = http2.createServer(handler);
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     const { port } = server.address() as AddressInfo;
-    client = createClient(Procedure, createGrpcTransport({ baseUrl: `http://127.0.0.1:${port}` }));
+    const baseUrl = `http://127.0.0.1:${port}`;
+    session = new Http2SessionManager(baseUrl);
+    client = createClient(Procedure, createGrpcTransport({ baseUrl, sessionManager: session }));
   });
 
-  after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  after(async () => {
+    session.abort();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
 
   test("a valid token reaches the handler as an AgentContext", async () => {
     const token = mint({ ...baseClaims, approval_id: "apr-1", approver: "bob" }, esKid);

@@ -4,7 +4,7 @@ import { describe, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ExecutionResultSchema } from "../src/gen/capgate/v1/gateway_pb.js";
-import { ApprovalStatus, ErrorCode as PbErrorCode, ExecutionState } from "../src/gen/capgate/v1/types_pb.js";
+import { ApprovalStatus, CapabilityErrorSchema, ErrorCode as PbErrorCode, ExecutionState, } from "../src/gen/capgate/v1/types_pb.js";
 import { outcomeFromProto } from "../src/envelope.js";
 import { CapgateClient, CapgateError, unwrap } from "../src/index.js";
 describe("outcomeFromProto", () => {
@@ -94,10 +94,10 @@ describe("error codes", () => {
         const names = Object.keys(PbErrorCode).filter((k) => Number.isNaN(Number(k)));
         assert.ok(names.includes("POLICY_DENIED") && names.includes("APPROVAL_LIMIT_EXCEEDED"));
         for (const name of names) {
-            const err = CapgateError.fromProto({ code: PbErrorCode[name] });
+            const err = CapgateError.fromProto(create(CapabilityErrorSchema, { code: PbErrorCode[name] }));
             assert.equal(err.code, name);
         }
-        assert.equal(CapgateError.fromProto({ code: 999 }).code, "UNSPECIFIED");
+        assert.equal(CapgateError.fromProto(create(CapabilityErrorSchema, { code: 999 })).code, "UNSPECIFIED");
     });
     test("transport faults keep their gRPC code and map to the governed one where it exists", () => {
         const cases = [

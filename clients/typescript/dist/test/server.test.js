@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import * as http2 from "node:http2";
 import { after, before, describe, test } from "node:test";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { connectNodeAdapter, createGrpcTransport } from "@connectrpc/connect-node";
+import { connectNodeAdapter, createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { Procedure } from "../src/gen/capgate/v1/procedure_pb.js";
 import { ActorTokenVerifier, AgentContextInvalid, agentContext, agentContextInterceptor, readAgentContext, } from "../src/server/index.js";
 import { vectorsPath } from "./helpers.js";
@@ -56,6 +56,7 @@ const verifier = new ActorTokenVerifier({ jwks: vectors.jwks, issuer: "capgate",
 describe("agentContextInterceptor in a connect-node gRPC server", () => {
     let server;
     let client;
+    let session;
     before(async () => {
         const handler = connectNodeAdapter({
             interceptors: [agentContextInterceptor(verifier)],
@@ -66,9 +67,14 @@ describe("agentContextInterceptor in a connect-node gRPC server", () => {
         server = http2.createServer(handler);
         await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
         const { port } = server.address();
-        client = createClient(Procedure, createGrpcTransport({ baseUrl: `http://127.0.0.1:${port}` }));
+        const baseUrl = `http://127.0.0.1:${port}`;
+        session = new Http2SessionManager(baseUrl);
+        client = createClient(Procedure, createGrpcTransport({ baseUrl, sessionManager: session }));
     });
-    after(() => new Promise((resolve) => server.close(() => resolve())));
+    after(async () => {
+        session.abort();
+        await new Promise((resolve) => server.close(() => resolve()));
+    });
     test("a valid token reaches the handler as an AgentContext", async () => {
         const token = mint({ ...baseClaims, approval_id: "apr-1", approver: "bob" }, esKid);
         const res = await client.invoke({ capabilityId: "orders.refund", inputJson: "{}" }, { headers: forwarded(token, { "x-capgate-approval-id": "apr-1", "x-capgate-correlation-id": "c-9" }) });

@@ -1,0 +1,188 @@
+"""Audit event fields (DESIGN §9, §12): the input HMAC and its rotatable key id, the true
+reason without upstream free text, approval transitions — never payloads (SI-10)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import grpc
+
+from gateway.approvals.records import ApprovalRecord
+from gateway.audit.events import (
+    InputHasher,
+    approval_event,
+    build,
+    completion_fields,
+    failure_fields,
+    reason_of,
+)
+from gateway.call import Call
+from gateway.errors import TABLE, CapabilityError, Code, not_found
+from gateway.model import Actor
+from gateway.settings import AuditSettings, Settings
+from gateway.snapshot import Snapshot
+from gateway.upstream.status import map_status
+
+KEY = "audit-key-0123456789-0123456789-abcdef"
+ALICE = Actor(id="alice", kind="user", issuer="idp", roles=("agent",))
+
+
+def call_with(value: Any, *, key: str = KEY, key_id: str = "k1", **kw: Any) -> Call:
+    settings = Settings(
+        listeners=(),
+        upstreams={},
+        capabilities=(),
+        audit=AuditSettings(hmac_key=key, hmac_key_id=key_id),
+    )
+    snapshot = Snapshot(
+        settings=settings,
+        capabilities={},
+        policies=None,  # type: ignore[arg-type]
+        revision="rev-1",
+    )
+    call = Call(
+        snapshot=snapshot,
+        surface="agent",
+        actor=ALICE,
+        capability_id="orders.refund",
+        raw_input=b"",
+        execution_id="e1",
+        **kw,
+    )
+    call.input = value
+    return call
+
+
+def test_every_event_names_who_what_where_and_the_revision() -> None:
+    call = call_with(None, correlation_id="corr-9", approval_id="apr-1")
+    event = build("capability.requested", call, 1_700_000_000.25)
+    assert event == {
+        "event": "capability.requested",
+        "event_id": "e1:capability.requested:0",
+        "time": "2023-11-14T22:13:20.250+00:00",
+        "execution_id": "e1",
+        "capability_id": "orders.refund",
+        "surface": "agent",
+        "actor_id": "alice",
+        "actor_issuer": "idp",
+        "actor_kind": "user",
+        "revision": "rev-1",
+        "correlation_id": "corr-9",
+        "approval_id": "apr-1",
+        "execution_state": "NOT_STARTED",
+    }  # no input_hmac before validation (call.input is None)
+
+
+def test_the_input_hmac_binds_the_value_not_its_spelling_and_names_its_key() -> None:
+    a = build("capability.started", call_with({"order_id": "o-1", "amount": 5}), 0)
+    b = build("capability.started", call_with({"amount": 5, "order_id": "o-1"}), 0)
+    other = build("capability.started", call_with({"order_id": "o-1", "amount": 6}), 0)
+    assert a["input_hmac"] == b["input_hmac"] != other["input_hmac"]
+    assert len(a["input_hmac"]) == 32
+    assert a["input_hmac_key_id"] == "k1"
+    assert "o-1" not in str(a)  # a keyed digest, never the value (SI-10)
+
+
+def test_rotating_the_key_changes_the_digest_and_the_key_id() -> None:
+    value = {"order_id": "o-1"}
+    old = build("capability.started", call_with(value), 0)
+    new = build("capability.started", call_with(value, key=KEY[::-1], key_id="k2"), 0)
+    assert (new["input_hmac_key_id"], old["input_hmac_key_id"]) == ("k2", "k1")
+    assert new["input_hmac"] != old["input_hmac"]
+    assert new["input_hmac"] == InputHasher(KEY[::-1].encode(), "k2").digest(value)
+
+
+def test_the_hmac_is_computed_once_per_execution_and_not_without_a_key() -> None:
+    call = call_with({"order_id": "o-1"})
+    first = build("capability.started", call, 0)
+    call.input = {"order_id": "changed"}  # later events of the same execution reuse the digest
+    assert build("capability.completed", call, 0)["input_hmac"] == first["input_hmac"]
+    assert "input_hmac" not in build("capability.started", call_with({"a": 1}, key=""), 0)
+
+
+def test_upstream_free_text_never_reaches_the_reason() -> None:
+    err = map_status(grpc.StatusCode.INTERNAL, "db password hunter2 leaked", (), upstream="orders")
+    assert reason_of(err) == "upstream status INTERNAL"
+    fields = failure_fields(call_with(None), err, 1.0)
+    assert "hunter2" not in str(fields)
+    assert fields["code"] == "EXECUTION_FAILED"
+
+
+def test_a_concealed_denial_keeps_its_true_reason_and_the_stances() -> None:
+    fields = failure_fields(call_with(None), not_found("hidden"), 2.5)
+    assert fields == {
+        "code": "CAPABILITY_NOT_FOUND",
+        "stage": "discovery",
+        "outcome": "failed",
+        "attempt": 0,
+        "duration_ms": 2.5,
+        "reason": "hidden",
+        "concealed": True,
+        "stances": [],
+    }
+
+
+def test_only_a_machine_contract_reason_is_kept() -> None:
+    err = CapabilityError(Code.EXECUTION_FAILED, reason="x", expose_to_model=True)
+    err.details["contract_reason"] = "ORDER_LOCKED"
+    assert failure_fields(call_with(None), err, 0)["contract_reason"] == "ORDER_LOCKED"
+    err.details["contract_reason"] = "locked because customer jane@example.com asked"
+    assert "contract_reason" not in failure_fields(call_with(None), err, 0)
+
+
+def test_terminal_fields_follow_the_error_table() -> None:
+    for code, spec in TABLE.items():
+        fields = failure_fields(call_with(None), CapabilityError(code), 0)
+        assert (fields["code"], fields["stage"], fields["outcome"]) == (
+            code.value,
+            spec.stage,
+            spec.kind.value,
+        )
+        assert ("stances" in fields) == (spec.event.value == "capability.denied")
+
+
+def test_completion_records_attempts_and_upstream_time() -> None:
+    call = call_with({"a": 1})
+    call.attempts = 2
+    call.extra["upstream_s"] = 0.0123
+    assert completion_fields(call, 15.0) == {
+        "outcome": "completed",
+        "attempt": 2,
+        "duration_ms": 15.0,
+        "upstream_ms": 12.3,
+    }
+
+
+def test_an_approval_decision_names_approver_requester_and_inbox_but_no_input() -> None:
+    record = ApprovalRecord(
+        id="apr-7",
+        capability_id="orders.refund",
+        capability_digest="d",
+        surface="agent",
+        requester=ALICE,
+        input={"order_id": "o-SECRET"},
+        input_hash="h" * 64,
+        created_at=1.0,
+        expires_at=2.0,
+        requesting_execution_id="e1",
+        note="call me at 555-0100",
+    )
+    bob = Actor(id="bob", kind="user", issuer="idp")
+    inbox = Actor(id="inbox", kind="service", issuer="mtls")
+    decided = dataclasses.replace(record, status="approved", decided_by=bob, decided_via=inbox)
+    event = approval_event("approved", decided, 10.0, "rev-2")
+    assert event["event"] == "capability.approved"
+    assert event["event_id"] == "apr-7:capability.approved"
+    assert (event["actor_id"], event["requester_id"], event["via_id"]) == ("bob", "alice", "inbox")
+    assert (event["execution_id"], event["approval_id"], event["revision"]) == (
+        "e1",
+        "apr-7",
+        "rev-2",
+    )
+    assert "o-SECRET" not in str(event)
+    assert "555-0100" not in str(event)
+    expired = approval_event("expired", record, 10.0, "rev-2")
+    assert expired["event"] == "capability.approval_expired"
+    assert "actor_id" not in expired
+    assert approval_event("rejected", decided, 1.0, "r")["event"] == "capability.rejected"

@@ -1,0 +1,95 @@
+"""A real headless Chromium (Debian's `chromium` + `chromium-driver`) driven by Selenium.
+
+Selenium is synchronous and the inbox runs on the test's event loop, so every browser step
+runs in a worker thread (`Browser.do`) while the loop keeps serving. Install the browser with
+`scripts/install_browser.sh`; in CI (CI=true) a missing browser fails instead of skipping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support import expected_conditions as ec
+from selenium.webdriver.support.ui import WebDriverWait
+
+CHROMIUM = Path("/usr/bin/chromium")
+DRIVER = Path("/usr/bin/chromedriver")
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-dev-shm-usage", "--window-size=1280,800", "--lang=en-US")
+T = TypeVar("T")
+
+
+def chromium() -> Iterator[WebDriver]:
+    if not (CHROMIUM.exists() and DRIVER.exists()):
+        message = "Debian chromium + chromium-driver are needed: run scripts/install_browser.sh"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    os.environ.setdefault("SE_AVOID_STATS", "true")  # no usage statistics from Selenium
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in FLAGS:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(str(DRIVER)), options=options)
+    driver.set_page_load_timeout(15)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+class Browser:
+    def __init__(self, driver: WebDriver, base_url: str) -> None:
+        self.driver = driver
+        self.base = base_url
+
+    async def do(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.to_thread(fn, *args)
+
+    async def open(self, path: str) -> None:
+        await self.do(self.driver.get, self.base + path)
+
+    async def wait_for(self, css: str, timeout: float = 10) -> WebElement:
+        wait = WebDriverWait(self.driver, timeout)
+        found: WebElement = await self.do(wait.until, ec.presence_of_element_located((By.CSS_SELECTOR, css)))
+        return found
+
+    async def wait_text(self, css: str, text: str, timeout: float = 10) -> None:
+        wait = WebDriverWait(self.driver, timeout)
+        await self.do(wait.until, ec.text_to_be_present_in_element((By.CSS_SELECTOR, css), text))
+
+    async def text(self, css: str) -> str:
+        element = await self.do(self.driver.find_element, By.CSS_SELECTOR, css)
+        return str(element.text)
+
+    async def click(self, css: str) -> None:
+        element = await self.do(self.driver.find_element, By.CSS_SELECTOR, css)
+        await self.do(element.click)
+
+    async def type(self, css: str, text: str) -> None:
+        element = await self.do(self.driver.find_element, By.CSS_SELECTOR, css)
+        await self.do(element.clear)
+        await self.do(element.send_keys, text)
+
+    async def script(self, source: str, *args: Any) -> Any:
+        return await self.do(self.driver.execute_script, source, *args)
+
+    async def sign_in(self, token: str, expect_id: str) -> None:
+        await self.open("/healthz")  # cookies are deleted per site: be on the inbox's
+        await self.do(self.driver.delete_all_cookies)
+        await self.open("/login")
+        # A 600-character token typed key by key is slow; set it as the user's paste would.
+        await self.script("document.getElementById('token').value = arguments[0];", token)
+        await self.click("#sign-in")
+        await self.wait_text("#me", expect_id)

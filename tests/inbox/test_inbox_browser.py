@@ -1,0 +1,163 @@
+"""The inbox end to end in a real headless Chromium: a request made through the gateway shows
+up live, is approved or rejected in the page and the requester's Resume follows; ApprovalAdmin's
+refusals reach the approver; hostile inputs render inert; a form without its CSRF token is
+refused. Also saves docs/img/inbox.png, the screenshot the README shows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from capgate.v1 import admin_pb2, admin_pb2_grpc, types_pb2
+from tests.inbox.browserkit import Browser, chromium
+from tests.gateway.harness import token
+from tests.inbox.inboxkit import Stack, human_token
+
+pytestmark = pytest.mark.e2e
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "img" / "inbox.png"
+PENDING = types_pb2.APPROVAL_STATUS_PENDING
+
+
+@pytest.fixture(scope="module")
+def driver() -> Iterator[WebDriver]:
+    yield from chromium()
+
+
+@pytest.fixture
+def page(driver: WebDriver, stack: Stack) -> Browser:
+    return Browser(driver, stack.url)
+
+
+def code(result: object) -> str:
+    err = result.failed  # type: ignore[attr-defined]
+    return types_pb2.ErrorCode.Name(err.code).removeprefix("ERROR_CODE_")
+
+
+async def clear_pending(stack: Stack) -> None:
+    """Reject what earlier tests left pending, so the screenshot shows only its own rows."""
+    async with await stack._channel("admin") as channel:
+        stub = admin_pb2_grpc.ApprovalAdminStub(channel)
+        md = [("authorization", f"Bearer {token('root', audience='capgate-admin')}")]
+        listed = await stub.ListApprovals(admin_pb2.ListApprovalsRequest(page_size=500), metadata=md)
+        for a in listed.approvals:
+            await stub.DecideApproval(admin_pb2.DecideApprovalRequest(
+                approval_id=a.id, verdict=admin_pb2.VERDICT_REJECT, input_hash=a.input_hash,
+                note="cleared by the test"), metadata=md)
+
+
+async def test_the_inbox_lists_pending_approvals_and_saves_the_screenshot(
+    page: Browser, stack: Stack
+) -> None:
+    await clear_pending(stack)
+    await page.sign_in(human_token("bob"), "bob")
+    created = [await stack.request_refund(800, "o-1001"),
+               await stack.request_refund(2400, "o-1002", actor="carol"),
+               await stack.request_refund(650, "o-1003")]
+    for approval in created:
+        await stack.seen_by_inbox(approval.id)
+    await page.open("/")
+    for approval in created:
+        await page.wait_for(f'tr[data-approval-id="{approval.id}"]')
+    assert await page.text("#pending-count") == "3"
+    row = await page.text(f'tr[data-approval-id="{created[1].id}"]')
+    assert "orders.refund" in row and "high" in row and "carol (test-idp)" in row
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    assert await page.do(page.driver.save_screenshot, str(SCREENSHOT))
+    assert SCREENSHOT.stat().st_size > 10_000
+
+
+async def test_a_new_request_appears_live_is_approved_and_the_requester_resumes(
+    page: Browser, stack: Stack
+) -> None:
+    await page.sign_in(human_token("bob"), "bob")
+    await page.open("/")
+    approval = await stack.request_refund(900, "o-1001")
+    # No reload: the row arrives over server-sent events.
+    await page.wait_for(f'tr[data-approval-id="{approval.id}"]')
+    await page.click(f'tr[data-approval-id="{approval.id}"] a.open')
+    await page.wait_for("#decide")
+    shown = await page.text("#input")
+    assert '"order_id": "o-1001"' in shown and '"amount": 900' in shown
+    assert '"reason": "****"' in shown  # the capability's approval_input redaction
+    assert await page.text("#input-hash") == approval.input_hash
+    await page.type("#note", "Customer sent photos of the damage.")
+    await page.click("#approve")
+    await page.wait_text("#status", "approved")
+    assert "bob (test-idp) via capgate-inbox (test-idp)" in await page.text("#decided")
+
+    recorded = await stack.approval(approval.id)
+    assert (recorded.decided_by.issuer, recorded.decided_by.id) == ("test-idp", "bob")
+    assert (recorded.decided_via.issuer, recorded.decided_via.id) == ("test-idp", "capgate-inbox")
+    assert recorded.decision_note == "Customer sent photos of the damage."
+    resumed = await stack.resume(approval.id)
+    assert resumed.WhichOneof("outcome") == "completed", resumed
+
+
+async def test_a_rejection_is_final_for_the_requester(page: Browser, stack: Stack) -> None:
+    await page.sign_in(human_token("bob"), "bob")
+    approval = await stack.request_refund(1200, "o-1002")
+    await stack.seen_by_inbox(approval.id)
+    await page.open(f"/approvals/{approval.id}")
+    await page.type("#note", "Not covered by the policy.")
+    await page.click("#reject")
+    await page.wait_text("#status", "rejected")
+    await page.open("/history")
+    await page.wait_for(f'tr[data-approval-id="{approval.id}"]')
+    assert "Not covered by the policy." in await page.text(f'tr[data-approval-id="{approval.id}"]')
+    assert code(await stack.resume(approval.id)) == "APPROVAL_REJECTED"
+
+
+async def test_approvalAdmin_refuses_an_approver_without_the_role_and_self_approval(
+    page: Browser, stack: Stack
+) -> None:
+    # An auditor sees every approval but lacks the manager role the refund requires.
+    approval = await stack.request_refund(700, "o-1003")
+    await stack.seen_by_inbox(approval.id)
+    await page.sign_in(human_token("auditor"), "audrey")
+    await page.open(f"/approvals/{approval.id}")
+    assert "manager" in await page.text("#lacks")
+    await page.click("#approve")
+    await page.wait_text("#refusal", "FORBIDDEN")
+    assert (await stack.approval(approval.id)).status == PENDING
+
+    mine = await stack.request_refund(750, "o-1004", actor="carol")
+    await stack.seen_by_inbox(mine.id)
+    await page.sign_in(human_token("carol"), "carol")
+    await page.open(f"/approvals/{mine.id}")
+    await page.click("#approve")
+    await page.wait_text("#refusal", "APPROVAL_SELF_APPROVAL")
+    assert (await stack.approval(mine.id)).status == PENDING
+
+
+async def test_hostile_input_and_identities_render_as_inert_text(
+    page: Browser, stack: Stack
+) -> None:
+    evil_id = "<img src=x onerror=window.__pwned=1>"
+    evil_order = "<script>window.__pwned=2</script><b>bold</b>"
+    approval = await stack.request_refund(990, evil_order, sub=evil_id)
+    await page.sign_in(human_token("bob"), "bob")
+    await page.open("/")
+    row = await page.wait_for(f'tr[data-approval-id="{approval.id}"]')
+    assert evil_id in await page.do(lambda: row.text)
+    await page.open(f"/approvals/{approval.id}")
+    await page.wait_for("#input")
+    assert evil_order in await page.text("#input")
+    assert evil_id in await page.text("#requester")
+    counts = await page.script(
+        "return [document.querySelectorAll('main script, main img, main b').length,"
+        " typeof window.__pwned];")
+    assert counts == [0, "undefined"]
+
+
+async def test_a_decision_without_the_csrf_token_is_refused(page: Browser, stack: Stack) -> None:
+    approval = await stack.request_refund(880, "o-1005")
+    await stack.seen_by_inbox(approval.id)
+    await page.sign_in(human_token("bob"), "bob")
+    await page.open(f"/approvals/{approval.id}")
+    await page.script("document.querySelector('#decide input[name=csrf]').remove();")
+    await page.click("#approve")
+    await page.wait_text("#error", "CSRF")
+    assert (await stack.approval(approval.id)).status == PENDING

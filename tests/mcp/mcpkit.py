@@ -1,0 +1,98 @@
+"""Helpers of the MCP tests: the official MCP Python SDK as the client over real HTTP, raw
+HTTP requests for what the SDK never sends (bad Host, Origin, tokens), and the admin side."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from capgate.v1 import admin_pb2, admin_pb2_grpc
+from examples.orders import orders_pb2, orders_pb2_grpc
+from gateway.audit.sinks import MemorySink
+from gateway.serve import Gateway
+from tests.gateway.harness import token
+
+AUDIENCE = "capgate-mcp"
+PROTOCOL = "2025-11-25"
+ACCEPT = "application/json, text/event-stream"
+
+
+def bearer(actor: str, **claims: Any) -> str:
+    return f"Bearer {token(actor, audience=AUDIENCE, **claims)}"
+
+
+@dataclass
+class McpEnv:
+    gw: Gateway
+    audit: MemorySink
+    orders_address: str
+    _admin: grpc.aio.Channel | None = field(default=None)
+
+    @property
+    def port(self) -> int:
+        return self.gw.ports()["mcp"]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    @asynccontextmanager
+    async def client(self, actor: str = "alice") -> AsyncIterator[Client]:
+        """The SDK's high-level client over Streamable HTTP with `actor`'s bearer token."""
+        headers = {"authorization": bearer(actor)}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=20) as http,
+            Client(streamable_http_client(self.url, http_client=http)) as client,
+        ):
+            yield client
+
+    @asynccontextmanager
+    async def http(self) -> AsyncIterator[httpx2.AsyncClient]:
+        async with httpx2.AsyncClient(base_url=f"http://127.0.0.1:{self.port}", timeout=20) as c:
+            yield c
+
+    async def initialize(self, http: httpx2.AsyncClient, actor: str = "alice") -> str:
+        """A raw initialize; the session id it opened."""
+        response = await http.post("/mcp", json=request(1, "initialize", {
+            "protocolVersion": PROTOCOL, "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        }), headers={"authorization": bearer(actor), "accept": ACCEPT})
+        assert response.status_code == 200, response.text
+        return str(response.headers["mcp-session-id"])
+
+    async def approve(self, approval_id: str, *, by: str = "bob") -> admin_pb2.DecideApprovalResponse:
+        """An approver decides through ApprovalAdmin on the admin gRPC listener."""
+        if self._admin is None:
+            self._admin = grpc.aio.insecure_channel(f"127.0.0.1:{self.gw.ports()['admin']}")
+        admin = admin_pb2_grpc.ApprovalAdminStub(self._admin)
+        md = [("authorization", f"Bearer {token(by, audience='capgate-admin')}")]
+        listed = await admin.ListApprovals(admin_pb2.ListApprovalsRequest(), metadata=md)
+        seen = next(a for a in listed.approvals if a.id == approval_id)
+        return await admin.DecideApproval(admin_pb2.DecideApprovalRequest(
+            approval_id=approval_id, verdict=admin_pb2.VERDICT_APPROVE, note="ok",
+            input_hash=seen.input_hash), metadata=md)
+
+    async def upstream_calls(self, method: str) -> int:
+        async with grpc.aio.insecure_channel(self.orders_address) as ch:
+            stats = await orders_pb2_grpc.ControlStub(ch).GetStats(orders_pb2.GetStatsRequest())
+        return sum(n for key, n in stats.calls.items() if key.endswith(method))
+
+    async def close(self) -> None:
+        if self._admin is not None:
+            await self._admin.close()
+
+
+def request(message_id: int, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": message_id, "method": method, "params": params or {}}
+
+
+def session_headers(session_id: str, actor: str = "alice", **extra: str) -> dict[str, str]:
+    return {"authorization": bearer(actor), "accept": ACCEPT, "mcp-session-id": session_id,
+            "mcp-protocol-version": PROTOCOL, **extra}
