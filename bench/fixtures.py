@@ -42,9 +42,7 @@ INPUT: dict[str, Any] = {
     "amount": 120.5,
     "currency": "EUR",
     "reason": "Customer reports the parcel arrived damaged; photos are attached to the ticket.",
-    "items": [
-        {"sku": f"SKU-{i:05d}", "qty": i + 1, "price": 12.5 * (i + 1)} for i in range(4)
-    ],
+    "items": [{"sku": f"SKU-{i:05d}", "qty": i + 1, "price": 12.5 * (i + 1)} for i in range(4)],
     "customer": {"id": "cus-98765", "tier": "gold", "country": "DE"},
 }
 INPUT_JSON = orjson.dumps(INPUT)
@@ -92,8 +90,13 @@ OUTPUT_SCHEMA: dict[str, Any] = {
     },
 }
 
-AGENT = {"sub": "bench-agent", "kind": "agent", "roles": ["agent", "support"], "mfa": True,
-         "tenant": TENANT}
+AGENT = {
+    "sub": "bench-agent",
+    "kind": "agent",
+    "roles": ["agent", "support"],
+    "mfa": True,
+    "tenant": TENANT,
+}
 APPROVER = {"sub": "bench-approver", "kind": "user", "roles": ["approver", "manager"]}
 
 
@@ -114,8 +117,11 @@ def bearer(secret: str, claims: dict[str, Any], audience: str) -> list[tuple[str
 
 def local_actor() -> list[tuple[str, str]]:
     """trusted-local metadata: the application asserts the actor over the unix socket."""
-    return [("x-capgate-actor-id", AGENT["sub"]), ("x-capgate-actor-kind", "agent"),
-            ("x-capgate-actor-roles", ",".join(AGENT["roles"]))]
+    return [
+        ("x-capgate-actor-id", AGENT["sub"]),
+        ("x-capgate-actor-kind", "agent"),
+        ("x-capgate-actor-roles", ",".join(AGENT["roles"])),
+    ]
 
 
 def procedure_request(capability_id: str = "bench.p3") -> bytes:
@@ -144,8 +150,7 @@ def opa_input() -> dict[str, Any]:
     """What OPA is asked: the same facts capgate's Check evaluates its three policies on."""
     return {
         "actor": {"id": AGENT["sub"], "kind": AGENT["kind"], "roles": AGENT["roles"]},
-        "capability": {"id": "bench.p3", "side_effect": "write", "risk": "high",
-                       "tags": ["bench"]},
+        "capability": {"id": "bench.p3", "side_effect": "write", "risk": "high", "tags": ["bench"]},
         "input": INPUT,
     }
 
@@ -168,25 +173,35 @@ def _capability(cap_id: str, policies: list[str], **extra: Any) -> dict[str, Any
 
 
 def gateway_config(
-    *, run_dir: Path, upstream: str, redis_url: str, secret: str, hmac_key: str,
-    audit: str = "best_effort", prometheus: str | None = None,
+    *,
+    run_dir: Path,
+    upstream: str,
+    redis_url: str,
+    secret: str,
+    hmac_key: str,
+    audit: str = "best_effort",
+    prometheus: str | None = None,
 ) -> dict[str, Any]:
     """The production-shaped config (DESIGN §11): JSON-native upstream, JWT with the verified
     token cached (TCP) and trusted-local (unix socket), tracing on but unsampled (the sampler
     comes from OTEL_TRACES_SAMPLER in the gateway's environment), audit batched to Redis."""
-    jwt_block = {"issuers": [ISSUER], "audience": "capgate", "attribute_claims": ["mfa", "tenant"],
-                 "keys": [{"kid": "bench", "alg": "HS256", "secret": secret}]}
+    jwt_block = {
+        "issuers": [ISSUER],
+        "audience": "capgate",
+        "attribute_claims": ["mfa", "tenant"],
+        "keys": [{"kid": "bench", "alg": "HS256", "secret": secret}],
+    }
     admin_jwt = {**deepcopy(jwt_block), "audience": "capgate-admin"}
     capabilities = [
         _capability("bench.p0", []),
         _capability("bench.p3", THREE),
         _capability("bench.p10", THREE + SEVEN),
-        _capability("bench.approve", [], approval={"required": True,
-                                                   "approvers": {"roles": ["approver"]}}),
+        _capability(
+            "bench.approve", [], approval={"required": True, "approvers": {"roles": ["approver"]}}
+        ),
     ]
     capabilities += [
-        _capability(f"bench.catalog.c{i:03d}", ["catalog-visibility"])
-        for i in range(CATALOG_SIZE)
+        _capability(f"bench.catalog.c{i:03d}", ["catalog-visibility"]) for i in range(CATALOG_SIZE)
     ]
     sinks = [] if audit == "off" else ["redis"]
     telemetry: dict[str, Any] = {"tracing": True, "otlp": True}
@@ -195,20 +210,41 @@ def gateway_config(
     return {
         "version": 1,
         "listeners": [
-            {"name": "agents", "address": "127.0.0.1:0", "surface": "agent", "auth": "jwt",
-             "jwt": jwt_block},
-            {"name": "local", "address": f"unix://{run_dir}/capgate.sock", "surface": "direct",
-             "auth": "trusted-local"},
-            {"name": "admin", "address": "127.0.0.1:0", "surface": "admin", "role": "admin",
-             "auth": "jwt", "jwt": admin_jwt},
+            {
+                "name": "agents",
+                "address": "127.0.0.1:0",
+                "surface": "agent",
+                "auth": "jwt",
+                "jwt": jwt_block,
+            },
+            {
+                "name": "local",
+                "address": f"unix://{run_dir}/capgate.sock",
+                "surface": "direct",
+                "auth": "trusted-local",
+            },
+            {
+                "name": "admin",
+                "address": "127.0.0.1:0",
+                "surface": "admin",
+                "role": "admin",
+                "auth": "jwt",
+                "jwt": admin_jwt,
+            },
         ],
         "upstreams": {"bench": {"address": upstream, "kind": "procedure"}},
         "capabilities": capabilities,
         "policies": {"paths": [str(POLICY_DIR)]},
         "redis": {"url": redis_url, "key_prefix": "bench"},
         "approvals": {"max_pending_per_actor": 100_000, "default_expires_in": "15m"},
-        "audit": {"sinks": sinks, "strict": audit == "strict", "hmac_key": hmac_key,
-                  "hmac_key_id": "bench-1", "redis_stream": "bench:audit", "redis_maxlen": 200_000},
+        "audit": {
+            "sinks": sinks,
+            "strict": audit == "strict",
+            "hmac_key": hmac_key,
+            "hmac_key_id": "bench-1",
+            "redis_stream": "bench:audit",
+            "redis_maxlen": 200_000,
+        },
         "telemetry": telemetry,
         "defaults": {"timeout": "10s", "metadata_allowlist": ["x-tenant"]},
     }

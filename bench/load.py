@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
+import uvloop
 
 from capgate.v1 import admin_pb2, gateway_pb2, procedure_pb2
 
@@ -88,7 +89,9 @@ def _check_response(kind: str, expect: Any) -> Callable[[bytes], bool]:
     if kind == "procedure":
         return lambda raw: bool(procedure_pb2.ProcedureInvokeResponse.FromString(raw).output_json)
     if kind == "invoke":
-        return lambda raw: gateway_pb2.ExecutionResult.FromString(raw).WhichOneof("outcome") == expect
+        return lambda raw: (
+            gateway_pb2.ExecutionResult.FromString(raw).WhichOneof("outcome") == expect
+        )
     if kind == "check":
         return lambda raw: gateway_pb2.CheckResponse.FromString(raw).decision == expect
     if kind == "describe":
@@ -238,8 +241,6 @@ async def serve_jobs() -> None:
 
 
 def main() -> None:
-    import uvloop
-
     uvloop.run(serve_jobs())
 
 

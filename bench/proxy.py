@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import uvloop
 
 _Forward = Callable[[bytes, Any], Awaitable[bytes]]
 
@@ -58,7 +59,7 @@ async def _main(args: argparse.Namespace) -> None:
     await server.start()
     await channel.channel_ready()
     if args.ready_file:
-        Path(args.ready_file).write_text(json.dumps({"port": port}))
+        await asyncio.to_thread(Path(args.ready_file).write_text, json.dumps({"port": port}))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -74,8 +75,6 @@ def main() -> None:
     parser.add_argument("--upstream", required=True, help="host:port of the upstream")
     parser.add_argument("--ready-file", help="write {'port': N} here once serving")
     args = parser.parse_args()
-    import uvloop
-
     uvloop.run(_main(args))
 
 

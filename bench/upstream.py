@@ -18,6 +18,7 @@ from typing import Any
 
 import grpc
 import orjson
+import uvloop
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from capgate.v1 import procedure_pb2, procedure_pb2_grpc
@@ -62,7 +63,7 @@ async def serve(address: str) -> tuple[grpc.aio.Server, int]:
 async def _main(args: argparse.Namespace) -> None:
     server, port = await serve(args.address)
     if args.ready_file:
-        Path(args.ready_file).write_text(json.dumps({"port": port}))
+        await asyncio.to_thread(Path(args.ready_file).write_text, json.dumps({"port": port}))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -76,8 +77,6 @@ def main() -> None:
     parser.add_argument("--address", default="127.0.0.1:0")
     parser.add_argument("--ready-file", help="write {'port': N} here once serving")
     args = parser.parse_args()
-    import uvloop
-
     uvloop.run(_main(args))
 
 

@@ -1,7 +1,8 @@
 """The main job: `make demo`. Starts the example upstream, the gateway (with the embedded Redis
 when no URL is configured) and runs a scripted client through every kind of outcome: completed,
 redacted, denied, concealed, invalid input, timeout, and the approval flow with a self-approval
-refused. Exits 0 when every step behaved as documented. `DEMO_HOLD=1` keeps everything running
+refused, and the same governance over MCP (Streamable HTTP). Exits 0 when every step behaved as
+documented. `DEMO_HOLD=1` keeps everything running
 and prints the addresses and a caller credential.
 """
 
@@ -16,6 +17,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,9 @@ import orjson
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc, types_pb2
 from examples.orders.server import serve as serve_orders
+from gateway.inbox.server import start_inbox
+from gateway.inbox.settings import AdminConnection, InboxSettings, ServiceToken
+from gateway.settings import JwtAuth, JwtKey
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "examples" / "config" / "gateway.yaml"
@@ -129,6 +135,74 @@ async def script(demo: Demo) -> None:
         demo.failures.append("repeated resume")
 
 
+def mcp_post(url: str, token: str, body: dict[str, Any], session: str | None = None
+             ) -> tuple[dict[str, Any], str | None]:
+    """One JSON-RPC message to the MCP listener, as any MCP client sends it."""
+    headers = {"authorization": f"Bearer {token}", "content-type": "application/json",
+               "accept": "application/json, text/event-stream"}
+    if session:
+        headers |= {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+    request = urllib.request.Request(url, data=orjson.dumps(body), headers=headers, method="POST")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return orjson.loads(response.read()), response.headers.get("mcp-session-id")
+
+
+async def mcp_script(demo: Demo, url: str) -> None:
+    token = demo.token("alice", ["agent"], audience=url)
+
+    async def rpc(method: str, params: dict[str, Any], session: str | None = None
+                  ) -> tuple[dict[str, Any], str | None]:
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        return await asyncio.to_thread(mcp_post, url, token, body, session)
+
+    client = {"name": "capgate-demo", "version": "1"}
+    init, session = await rpc("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                             "clientInfo": client})
+    listed, _ = await rpc("tools/list", {}, session)
+    names = [t["name"] for t in listed["result"]["tools"]]
+    print(f"\nMCP ({url}, protocol {init['result']['protocolVersion']}), alice's tools: {names}")
+    got, _ = await rpc("tools/call", {"name": "orders_get", "arguments": {"order_id": "o-1001"}},
+                       session)
+    hidden, _ = await rpc("tools/call", {"name": "admin_orders_purge", "arguments": {}}, session)
+    unknown, _ = await rpc("tools/call", {"name": "no_such_tool", "arguments": {}}, session)
+    checks = [
+        ("tools/call orders_get completes (structuredContent)",
+         got.get("result", {}).get("isError") is False and "structuredContent" in got["result"]),
+        ("a hidden tool answers exactly like an unknown one (-32602)",
+         hidden.get("error") == unknown.get("error") and hidden["error"]["code"] == -32602),
+    ]
+    for title, ok in checks:
+        print(f"  [{'ok ' if ok else 'BAD'}] {title}")
+        if not ok:
+            demo.failures.append(title)
+
+
+async def hold_inbox(demo: Demo) -> Any:
+    """DEMO_HOLD=1: serve the approver inbox (as the allow-listed capgate-inbox identity) and
+    leave one refund waiting in it for a manager."""
+    settings = InboxSettings(
+        admin=AdminConnection(address=f"127.0.0.1:{demo.ports['admin']}", token=ServiceToken(
+            issuer=ISSUER, subject="capgate-inbox", audience="capgate-admin", kid="demo",
+            secret=demo.secret)),
+        jwt=JwtAuth(keys=(JwtKey(kid="demo", alg="HS256", secret=demo.secret),),
+                    issuers=(ISSUER,), audience="capgate-inbox", max_lifetime_s=12 * 3600),
+        listen=os.environ.get("DEMO_INBOX_LISTEN", "127.0.0.1:8080"),
+    )
+    try:
+        running = await start_inbox(settings)
+    except (OSError, SystemExit):  # the port is taken: any free one will do
+        running = await start_inbox(replace(settings, listen="127.0.0.1:0"))
+    waiting = await demo.invoke(ALICE, "orders.refund", {"order_id": "o-1002", "amount": 1200,
+                                                        "reason": "parcel lost in transit"})
+    approval = waiting.approval_required.approval
+    print(f"\n  approver inbox: {running.url}/  (sign in with bob's token below)")
+    print(f"  inbox sign-in token (bob, manager): "
+          f"{demo.token('bob', ['manager', 'approver'], 'capgate-inbox', 8 * 3600)}")
+    print(f"  waiting for a decision there: {running.url}/approvals/{approval.id}")
+    print(f"  after approving, alice resumes with approval id {approval.id}")
+    return running
+
+
 async def main() -> int:
     hold = os.environ.get("DEMO_HOLD") == "1"
     run_dir = Path(tempfile.mkdtemp(prefix="capgate-demo-"))
@@ -153,9 +227,12 @@ async def main() -> int:
             await asyncio.sleep(0.1)
         ports = json.loads(ready.read_text())["ports"]
         print(f"capgate is up: agents 127.0.0.1:{ports['agents']}, admin 127.0.0.1:{ports['admin']}, "
+              f"mcp http://127.0.0.1:{ports['mcp']}/mcp, "
               f"local unix:{run_dir}/capgate.sock; upstream orders 127.0.0.1:{orders_port}")
         demo = Demo(secret, ports, f"{run_dir}/capgate.sock")
         await script(demo)
+        mcp_url = f"http://127.0.0.1:{ports['mcp']}/mcp"
+        await mcp_script(demo, mcp_url)
         print(f"\nAudit trail (JSON lines, no payloads): {run_dir / 'gateway.log'}")
         if demo.failures:
             print(f"\nDEMO FAILED: {demo.failures}", file=sys.stderr)
@@ -164,13 +241,18 @@ async def main() -> int:
         if hold:
             print("\nDEMO_HOLD=1: everything keeps running. Try it by hand (Ctrl-C to stop):")
             print(f"  gateway (agents): 127.0.0.1:{ports['agents']}   admin: 127.0.0.1:{ports['admin']}")
+            print(f"  MCP (Streamable HTTP): {mcp_url}")
+            print(f"  MCP credential (alice, Authorization: Bearer): "
+                  f"{demo.token('alice', ['agent'], mcp_url, 8 * 3600)}")
             print(f"  caller credential (alice): {demo.token('alice', ['agent'], lifetime=8 * 3600)}")
             print(f"  approver credential (bob, admin listener): {demo.token('bob', ['manager', 'approver'], 'capgate-admin', 8 * 3600)}")
+            inbox = await hold_inbox(demo)
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, stop.set)
             await stop.wait()
+            await inbox.stop()
         await demo.agents.close()
         await demo.admin.close()
         return 0

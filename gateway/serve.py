@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gateway import workers
 from gateway.audit.approvals import ApprovalAudit
 from gateway.audit.otlp import OtlpLogSink
 from gateway.audit.sinks import AuditLog, RedisStreamSink, Sink, StreamSink
@@ -115,7 +116,7 @@ async def _redis_health(gw: Gateway) -> None:
 
 
 async def start(settings: Settings, *, extra_sinks: Sequence[Sink] = (),
-                span_processors: Sequence[SpanProcessor] = ()) -> Gateway:
+                span_processors: Sequence[SpanProcessor] = (), reuse_port: bool = False) -> Gateway:
     """Start everything `capgate serve` runs; `extra_sinks` and `span_processors` let tests
     and embedders receive audit events and spans in-process."""
     from gateway.approvals.store import RedisApprovalStore
@@ -169,10 +170,10 @@ async def start(settings: Settings, *, extra_sinks: Sequence[Sink] = (),
     grpc_listeners = tuple(x for x in settings.listeners if x.protocol == "grpc")
     servers = await start_listeners(grpc_listeners, lambda: holder.current, runtime,
                                     max_message_bytes=max_bytes + 64 * 1024,
-                                    interceptors=telemetry.interceptors())
+                                    traced=telemetry.traced(), reuse_port=reuse_port)
     gw = Gateway(settings, holder, runtime, servers, pool, redis, process, telemetry=telemetry)
     if any(x.protocol == "mcp" for x in settings.listeners):
-        from gateway.mcp.server import start_mcp_listeners  # the HTTP stack only when used
+        from gateway.mcp.server import start_mcp_listeners  # noqa: PLC0415 - HTTP stack if used
 
         gw.mcp = await start_mcp_listeners(settings, lambda: holder.current, runtime)
     if runtime.approvals is not None and redis is not None:
@@ -195,7 +196,10 @@ async def _serve(args: argparse.Namespace) -> int:
         return 2
     if args.jwks_out:
         settings = replace(settings, actor_token=replace(settings.actor_token, jwks_out=args.jwks_out))
-    gw = await start(settings)
+    if args.worker_index is not None:  # one of `--workers N` (gateway/workers.py, ADR 0012)
+        ports = workers.parse_ports(args.worker_ports)
+        settings = workers.worker_settings(settings, args.worker_index, ports, args.actor_key_file)
+    gw = await start(settings, reuse_port=args.worker_index is not None)
     loop = asyncio.get_running_loop()
     if args.watch:
         def on_change(new: Settings) -> None:
@@ -228,9 +232,17 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--grace", type=float, default=5.0, help="drain time on shutdown (s)")
     parser.add_argument("--jwks-out", help="write the actor-token JWKS here (overrides config)")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="processes sharing the TCP listener ports (SO_REUSEPORT)")
+    # Set by the `--workers` supervisor for each worker it starts (gateway/workers.py).
+    parser.add_argument("--worker-index", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--worker-ports", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--actor-key-file", help=argparse.SUPPRESS)
     args = parser.parse_args(list(argv))
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if args.workers != 1 and args.worker_index is None:
+        return workers.supervise(args)
     try:
         import uvloop
 

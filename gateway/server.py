@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -86,32 +87,40 @@ def build_listener(
     runtime: Runtime,
     *,
     max_message_bytes: int,
-    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    traced: Callable[[Any, str], Any] | None = None,
+    reuse_port: bool = False,
 ) -> ListenerServer:
     options = [*_OPTIONS]
     options[0] = ("grpc.max_receive_message_length", max_message_bytes)
-    server = grpc.aio.server(options=options, interceptors=list(interceptors) or None)
+    # Off by default so that a second gateway on a taken port fails instead of silently
+    # sharing it; on for the processes of `serve --workers N` (gateway/workers.py).
+    options[1] = ("grpc.so_reuseport", 1 if reuse_port else 0)
+    server = grpc.aio.server(options=options)
+    # A SERVER span per RPC when tracing is on (gateway.telemetry.servicers).
+    span = traced or (lambda servicer, _service: servicer)
     stage1 = Stage1(listener, build_authenticator(listener))
     services = [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
                 reflection.SERVICE_NAME]
     if listener.role == "admin":
+        admin_names = [admin_pb2.DESCRIPTOR.services_by_name[n].full_name
+                       for n in ("ApprovalAdmin", "PolicyAdmin")]
         admin_pb2_grpc.add_ApprovalAdminServicer_to_server(
-            ApprovalAdminServicer(
+            span(ApprovalAdminServicer(
                 runtime.approvals, authenticate=stage1.actor, listener=listener,
                 view=lambda record: to_proto(
                     record, include_input=True,
                     redactor=snapshot().approval_redactor(record.capability_id)),
-            ),
+            ), admin_names[0]),
             server,
         )
         admin_pb2_grpc.add_PolicyAdminServicer_to_server(
-            PolicyAdminServicer(stage1, snapshot, runtime), server)
-        services += [admin_pb2.DESCRIPTOR.services_by_name[n].full_name
-                     for n in ("ApprovalAdmin", "PolicyAdmin")]
+            span(PolicyAdminServicer(stage1, snapshot, runtime), admin_names[1]), server)
+        services += admin_names
     else:
+        name = gateway_pb2.DESCRIPTOR.services_by_name["CapabilityGateway"].full_name
         gateway_pb2_grpc.add_CapabilityGatewayServicer_to_server(
-            CapabilityGatewayServicer(stage1, snapshot, runtime), server)
-        services.append(gateway_pb2.DESCRIPTOR.services_by_name["CapabilityGateway"].full_name)
+            span(CapabilityGatewayServicer(stage1, snapshot, runtime), name), server)
+        services.append(name)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(services, server)
@@ -127,12 +136,13 @@ async def start_listeners(
     runtime: Runtime,
     *,
     max_message_bytes: int,
-    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    traced: Callable[[Any, str], Any] | None = None,
+    reuse_port: bool = False,
 ) -> Servers:
     servers = Servers()
     for listener in listeners:
         item = build_listener(listener, snapshot, runtime, max_message_bytes=max_message_bytes,
-                              interceptors=interceptors)
+                              traced=traced, reuse_port=reuse_port)
         await item.server.start()
         if listener.address.startswith("unix://"):
             os.chmod(listener.address.removeprefix("unix://"), listener.socket_mode)

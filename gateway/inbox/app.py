@@ -32,14 +32,14 @@ from starlette.responses import (
 from starlette.routing import Route
 
 from capgate.v1 import types_pb2
-from gateway.auth import jws
 from gateway.auth.base import AuthenticationFailed
 from gateway.inbox import views
 from gateway.inbox.admin import AdminClient
 from gateway.inbox.auth import ApproverAuth, Human
 from gateway.inbox.book import ApprovalBook
-from gateway.inbox.session import LOGIN_COOKIE, SESSION_COOKIE, SessionCodec, login_binding
+from gateway.inbox.session import SessionCodec
 from gateway.inbox.settings import InboxSettings
+from gateway.inbox.signin import SignIn
 from gateway.inbox.web import (
     STATIC,
     FormError,
@@ -77,6 +77,7 @@ class Inbox:
         self.book = ApprovalBook(self.client, history_limit=settings.history_limit, clock=clock)
         self.secure_cookies = settings.base_url.startswith("https://")
         self.closing = asyncio.Event()
+        self.signin = SignIn(self)
         self.app = Starlette(
             routes=[
                 Route("/", self.pending_page),
@@ -84,9 +85,9 @@ class Inbox:
                 Route("/approvals/{approval_id}", self.detail_page),
                 Route("/approvals/{approval_id}/decide", self.decide, methods=["POST"]),
                 Route("/events", self.events),
-                Route("/login", self.login_page),
-                Route("/login", self.login, methods=["POST"]),
-                Route("/logout", self.logout, methods=["POST"]),
+                Route("/login", self.signin.page),
+                Route("/login", self.signin.login, methods=["POST"]),
+                Route("/logout", self.signin.logout, methods=["POST"]),
                 Route("/static/{name}", self.static),
                 Route("/healthz", self.health),
             ],
@@ -108,15 +109,13 @@ class Inbox:
 
     # -- helpers -------------------------------------------------------------------------
 
-    def _human(self, request: Request) -> Human | None:
+    def human(self, request: Request) -> Human | None:
         try:
             return self.auth.authenticate(request.headers, request.cookies)
         except AuthenticationFailed:
             return None
 
-    def _render(
-        self, name: str, human: Human | None, status: int = 200, **context: Any
-    ) -> Response:
+    def render(self, name: str, human: Human | None, status: int = 200, **context: Any) -> Response:
         actor = human.actor if human else None
         shown = self._visible(human, self.book.pending()) if human else []
         base = {
@@ -133,8 +132,8 @@ class Inbox:
         html = templates().get_template(name).render(**(base | context))
         return HTMLResponse(html, status_code=status)
 
-    def _error(self, human: Human | None, status: int, title: str, message: str) -> Response:
-        return self._render("error.html", human, status, title=title, message=message)
+    def error(self, human: Human | None, status: int, title: str, message: str) -> Response:
+        return self.render("error.html", human, status, title=title, message=message)
 
     def _visible(self, human: Human, approvals: list[types_pb2.Approval]) -> list[Any]:
         roles = self.settings.auditor_roles
@@ -155,7 +154,7 @@ class Inbox:
         return self._list_page(request, "history")
 
     def _list_page(self, request: Request, page: str) -> Response:
-        human = self._human(request)
+        human = self.human(request)
         if human is None:
             return self._sign_in(request)
         q = request.query_params
@@ -164,7 +163,7 @@ class Inbox:
         shown = self._visible(human, source)
         now = self.clock()
         rows = [views.row(a, human.actor, now) for a in shown if filters.keep(a)]
-        return self._render(
+        return self.render(
             f"{page}.html",
             human,
             page=page,
@@ -176,7 +175,7 @@ class Inbox:
         )
 
     async def detail_page(self, request: Request) -> Response:
-        human = self._human(request)
+        human = self.human(request)
         if human is None:
             return self._sign_in(request)
         return self._detail(human, request.path_params["approval_id"])
@@ -193,10 +192,10 @@ class Inbox:
         approval = self.book.get(approval_id)
         if approval is None or not self._visible(human, [approval]):
             if error is not None:  # refused, and not something this human may look at
-                return self._error(human, status, "Refused", f"{error['code']}: {error['message']}")
-            return self._error(human, 404, "Not found", "No such approval, or not one you may see.")
+                return self.error(human, status, "Refused", f"{error['code']}: {error['message']}")
+            return self.error(human, 404, "Not found", "No such approval, or not one you may see.")
         r = views.row(approval, human.actor, self.clock())
-        return self._render(
+        return self.render(
             "detail.html",
             human,
             status,
@@ -210,15 +209,15 @@ class Inbox:
     # -- state changes -------------------------------------------------------------------
 
     async def decide(self, request: Request) -> Response:
-        human = self._human(request)
+        human = self.human(request)
         if human is None:
-            return self._error(None, 401, "Signed out", "Sign in again to decide.")
+            return self.error(None, 401, "Signed out", "Sign in again to decide.")
         try:
             form = await read_form(request)
         except FormError as exc:
-            return self._error(human, exc.status, "Bad request", str(exc))
+            return self.error(human, exc.status, "Bad request", str(exc))
         if cross_site(request) or not self.codec.csrf_ok(human.binding, form.get("csrf", "")):
-            return self._error(
+            return self.error(
                 human,
                 403,
                 "Refused",
@@ -227,7 +226,7 @@ class Inbox:
             )
         verdict, note = form.get("verdict"), form.get("note", "")[:MAX_NOTE]
         if verdict not in ("approve", "reject"):
-            return self._error(human, 400, "Bad request", "Choose approve or reject.")
+            return self.error(human, 400, "Bad request", "Choose approve or reject.")
         approval_id = request.path_params["approval_id"]
         try:
             reply = await self.client.decide(
@@ -239,7 +238,7 @@ class Inbox:
             )
         except grpc.aio.AioRpcError as exc:
             log.warning("inbox: DecideApproval failed: %s", exc.code().name)
-            return self._error(
+            return self.error(
                 human,
                 502,
                 "Gateway unavailable",
@@ -255,78 +254,10 @@ class Inbox:
         log.info("inbox: %s %s approval %s", human.actor.id, verdict, approval_id)
         return RedirectResponse(f"/approvals/{views_quote(approval_id)}", status_code=303)
 
-    async def login_page(self, request: Request) -> Response:
-        if self._human(request) is not None:
-            return RedirectResponse(safe_next(request.query_params.get("next")), status_code=303)
-        return self._login_form(request.query_params.get("next"), None)
-
-    def _login_form(self, next_path: str | None, error: str | None, status: int = 200) -> Response:
-        # Login CSRF: the token is bound to a fresh pre-session nonce kept in its own cookie.
-        nonce = secrets.token_urlsafe(16)
-        response = self._render(
-            "login.html",
-            None,
-            status,
-            next=safe_next(next_path),
-            error=error,
-            title="Sign in",
-            csrf=self.codec.csrf_token(login_binding(nonce)),
-        )
-        self._cookie(response, LOGIN_COOKIE, nonce, max_age=1800)
-        return response
-
-    async def login(self, request: Request) -> Response:
-        try:
-            form = await read_form(request)
-        except FormError as exc:
-            return self._error(None, exc.status, "Bad request", str(exc))
-        nonce = request.cookies.get(LOGIN_COOKIE, "")
-        if (
-            cross_site(request)
-            or not nonce
-            or not self.codec.csrf_ok(login_binding(nonce), form.get("csrf", ""))
-        ):
-            return self._login_form(form.get("next"), "The sign-in form expired. Try again.", 403)
-        token = form.get("token", "").strip()
-        try:
-            actor = self.auth.verify_token(token)
-            expires = float(jws.parse_compact(token).payload["exp"])
-        except AuthenticationFailed as exc:
-            return self._login_form(form.get("next"), f"The token was refused: {exc.reason}.", 401)
-        value, session = self.codec.issue(actor, not_after=expires)
-        response = RedirectResponse(safe_next(form.get("next")), status_code=303)
-        self._cookie(
-            response, SESSION_COOKIE, value, max_age=max(1, int(session.expires_at - self.clock()))
-        )
-        response.delete_cookie(LOGIN_COOKIE, path="/")
-        log.info("inbox: %s signed in", actor.id)
-        return response
-
-    async def logout(self, request: Request) -> Response:
-        human = self._human(request)
-        if human is not None:
-            form = await read_form(request)
-            if cross_site(request) or not self.codec.csrf_ok(human.binding, form.get("csrf", "")):
-                return self._error(human, 403, "Refused", "Missing or invalid CSRF token.")
-        response = RedirectResponse("/login", status_code=303)
-        response.delete_cookie(SESSION_COOKIE, path="/")
-        return response
-
-    def _cookie(self, response: Response, name: str, value: str, *, max_age: int) -> None:
-        response.set_cookie(
-            name,
-            value,
-            max_age=max_age,
-            path="/",
-            httponly=True,
-            samesite="strict",
-            secure=self.secure_cookies,
-        )
-
     # -- live updates, static files, health ----------------------------------------------
 
     async def events(self, request: Request) -> Response:
-        human = self._human(request)
+        human = self.human(request)
         if human is None:
             return Response("sign in first", status_code=401, media_type="text/plain")
         raw = request.query_params.get("since", "0")

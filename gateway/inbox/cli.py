@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import json
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,7 +43,15 @@ def _write_ready(path: str, url: str) -> None:
     Path(path).write_text(json.dumps({"url": url}))
 
 
+def _stopped(_signal: int, _frame: object) -> None:
+    """Handler uvicorn hands a caught SIGINT/SIGTERM back to after draining: exit normally."""
+
+
 async def _serve(settings: InboxSettings, ready_file: str | None) -> int:
+    # uvicorn traps SIGINT/SIGTERM while serving, drains, then re-raises the signal to the
+    # handlers it found; these make that a clean exit (status 0) instead of death by signal.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _stopped)
     running = await start_inbox(settings, access_log=True)
     if ready_file:
         _write_ready(ready_file, running.url)

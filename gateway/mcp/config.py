@@ -47,9 +47,9 @@ def check_mcp_listener(ctx: Ctx, listener: LDict, parts: PathParts) -> None:
     if resource and (urlsplit(resource).query or urlsplit(resource).fragment):
         ctx.fail((*here, "resource_url"), "must have no query or fragment (RFC 9728)")
     host = address.rpartition(":")[0].strip("[]")
-    if address and not is_unix(address) and not is_loopback(host):
-        if not block.get("allowed_hosts") and not resource:
-            ctx.fail(here, "a listener bound beyond loopback needs allowed_hosts or resource_url")
+    beyond_loopback = bool(address) and not is_unix(address) and not is_loopback(host)
+    if beyond_loopback and not block.get("allowed_hosts") and not resource:
+        ctx.fail(here, "a listener bound beyond loopback needs allowed_hosts or resource_url")
     _check_tool_names(ctx, listener, block, here)
 
 
@@ -63,7 +63,8 @@ def _check_tool_names(ctx: Ctx, listener: LDict, block: LDict, here: PathParts) 
         if mapping(cap.get("expose")).get(surface) is True:  # SI-1: exactly true
             exposed.append(cap_id)
     names = block.get("tool_names")
-    wanted = {k: v for k, v in names.items() if isinstance(v, str)} if isinstance(names, dict) else {}
+    names = names if isinstance(names, dict) else {}
+    wanted = {k: v for k, v in names.items() if isinstance(v, str)}
     for cap_id in wanted:
         if cap_id not in known:
             ctx.fail((*here, "tool_names", cap_id), "no capability with this id")

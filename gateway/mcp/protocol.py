@@ -143,7 +143,7 @@ class McpHandler:
             "cacheScope": "private",
         }
 
-    def catalog(self, snapshot: Snapshot) -> Catalog:
+    def _catalog_of(self, snapshot: Snapshot) -> Catalog:
         cached = self._catalog
         if cached is not None and cached.snapshot is snapshot:
             return cached
@@ -174,7 +174,7 @@ class McpHandler:
         if params.get("cursor") is not None:
             raise RpcError(INVALID_PARAMS, "Invalid cursor.")  # the list is never paginated
         snapshot = self._snapshot()
-        catalog = self.catalog(snapshot)
+        catalog = self._catalog_of(snapshot)
         described = discovery.describe(
             snapshot, self._rt, surface=self._surface, actor=actor, ids=[]
         )
@@ -199,7 +199,7 @@ class McpHandler:
         if self._status_tool and name == APPROVAL_TOOL:
             return await self._approval_status(arguments, actor, correlation_id, traceparent)
         snapshot = self._snapshot()  # one snapshot from start to end (§12)
-        cap_id = self.catalog(snapshot).table.capability(name)
+        cap_id = self._catalog_of(snapshot).table.capability(name)
         if cap_id is None:
             raise UNKNOWN_TOOL
         call = Call(

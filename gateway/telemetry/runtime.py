@@ -1,4 +1,4 @@
-"""Starting and stopping telemetry for one gateway: tracer provider, exporters, interceptor.
+"""Starting and stopping telemetry for one gateway: tracer provider, exporters, SERVER spans.
 
 `telemetry.tracing` turns span creation on, but spans are created only when something will
 receive them (OTLP via `telemetry.otlp`, or processors handed in by tests); without one the
@@ -17,7 +17,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import grpc
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -28,7 +27,7 @@ from gateway.settings import TelemetrySettings
 from gateway.telemetry import tracing
 from gateway.telemetry.export import OtlpMetricsPusher, PrometheusEndpoint
 from gateway.telemetry.instruments import Gauge, metrics
-from gateway.telemetry.interceptor import ServerSpans
+from gateway.telemetry.servicers import traced_servicer
 
 log = logging.getLogger("capgate.telemetry")
 
@@ -47,8 +46,9 @@ class Telemetry:
     def prometheus_port(self) -> int | None:
         return self.prometheus.port if self.prometheus is not None else None
 
-    def interceptors(self) -> list[grpc.aio.ServerInterceptor]:
-        return [ServerSpans()] if self.provider is not None else []
+    def traced(self) -> Callable[[Any, str], Any] | None:
+        """Wraps a servicer with SERVER spans when tracing is on; None leaves servicers as is."""
+        return traced_servicer if self.provider is not None else None
 
     def watch_gauge(
         self, gauge: Gauge, fetch: Callable[[], Awaitable[float]], interval_s: float = 5.0

@@ -24,9 +24,19 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 CHROMIUM = Path("/usr/bin/chromium")
 DRIVER = Path("/usr/bin/chromedriver")
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", "--window-size=1280,800", "--lang=en-US")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1280,800",
+    "--lang=en-US",
+)
 T = TypeVar("T")
 
 
@@ -60,13 +70,15 @@ class Browser:
     async def open(self, path: str) -> None:
         await self.do(self.driver.get, self.base + path)
 
-    async def wait_for(self, css: str, timeout: float = 10) -> WebElement:
-        wait = WebDriverWait(self.driver, timeout)
-        found: WebElement = await self.do(wait.until, ec.presence_of_element_located((By.CSS_SELECTOR, css)))
+    async def wait_for(self, css: str, within_s: float = 10) -> WebElement:
+        wait = WebDriverWait(self.driver, within_s)
+        found: WebElement = await self.do(
+            wait.until, ec.presence_of_element_located((By.CSS_SELECTOR, css))
+        )
         return found
 
-    async def wait_text(self, css: str, text: str, timeout: float = 10) -> None:
-        wait = WebDriverWait(self.driver, timeout)
+    async def wait_text(self, css: str, text: str, within_s: float = 10) -> None:
+        wait = WebDriverWait(self.driver, within_s)
         await self.do(wait.until, ec.text_to_be_present_in_element((By.CSS_SELECTOR, css), text))
 
     async def text(self, css: str) -> str:

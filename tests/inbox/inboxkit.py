@@ -19,6 +19,7 @@ import orjson
 from capgate.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc, types_pb2
 from gateway.inbox.server import RunningInbox
 from gateway.inbox.settings import AdminConnection, InboxSettings, ProxyAuth, ServiceToken
+from gateway.model import ApprovalSpec
 from gateway.serve import Gateway
 from gateway.settings import JwtAuth, JwtKey, RedisSettings, Settings
 from tests.gateway.harness import JWT_SECRET, token
@@ -31,12 +32,38 @@ INBOX_ID = ("test-idp", "capgate-inbox")
 
 def gateway_settings(orders_address: str, redis_url: str, **overrides: Any) -> Settings:
     settings = settings_for(
-        orders_address, redis_url,
-        redis=RedisSettings(url=redis_url, key_prefix="capgate-inbox-test"), **overrides)
+        orders_address,
+        redis_url,
+        redis=RedisSettings(url=redis_url, key_prefix="capgate-inbox-test"),
+        **overrides,
+    )
     listeners = tuple(
         dataclasses.replace(lst, on_behalf_of=(INBOX_ID,)) if lst.role == "admin" else lst
-        for lst in settings.listeners)
-    return dataclasses.replace(settings, listeners=listeners)
+        for lst in settings.listeners
+    )
+    capabilities = tuple(
+        dataclasses.replace(cap, approval=APPROVALS[cap.id]) if cap.id in APPROVALS else cap
+        for cap in settings.capabilities
+    )
+    return dataclasses.replace(settings, listeners=listeners, capabilities=capabilities)
+
+
+# More kinds of approval than tests/gateway/gateway.yaml declares (its refunds need approval by
+# policy): a destructive, critical purge for admins and a cancellation for managers.
+APPROVALS = {
+    "admin.orders.purge": ApprovalSpec(
+        required=True,
+        reason="Purging orders cannot be undone.",
+        roles=("admin",),
+        expires_in_s=1800,
+    ),
+    "orders.cancel": ApprovalSpec(
+        required=True,
+        reason="Cancellations are reviewed by a manager.",
+        roles=("manager",),
+        expires_in_s=3600,
+    ),
+}
 
 
 def inbox_settings(admin_port: int, **overrides: Any) -> InboxSettings:
@@ -44,26 +71,45 @@ def inbox_settings(admin_port: int, **overrides: Any) -> InboxSettings:
     values: dict[str, Any] = {
         "admin": AdminConnection(
             address=f"127.0.0.1:{admin_port}",
-            token=ServiceToken(issuer="test-idp", subject="capgate-inbox",
-                               audience="capgate-admin", kid="hs1", secret=JWT_SECRET)),
+            token=ServiceToken(
+                issuer="test-idp",
+                subject="capgate-inbox",
+                audience="capgate-admin",
+                kid="hs1",
+                secret=JWT_SECRET,
+            ),
+        ),
         "jwt": JwtAuth(keys=(key,), issuers=("test-idp",), audience=INBOX_AUDIENCE),
-        "proxy": ProxyAuth(jwt=JwtAuth(
-            keys=(JwtKey(kid="p1", alg="HS256", secret=PROXY_SECRET),),
-            issuers=("auth-proxy",), audience=INBOX_AUDIENCE, max_lifetime_s=300)),
+        "proxy": ProxyAuth(
+            jwt=JwtAuth(
+                keys=(JwtKey(kid="p1", alg="HS256", secret=PROXY_SECRET),),
+                issuers=("auth-proxy",),
+                audience=INBOX_AUDIENCE,
+                max_lifetime_s=300,
+            )
+        ),
         "listen": "127.0.0.1:0",
         "session_secret": "session-secret-0123456789-0123456789",
     }
     return InboxSettings(**(values | overrides))
 
 
-def human_token(name: str, **overrides: Any) -> str:
-    return token(name, audience=INBOX_AUDIENCE, **overrides)
+def human_token(name: str, *, audience: str = INBOX_AUDIENCE, **overrides: Any) -> str:
+    """A bearer JWT for a tests/gateway/harness.py actor, for the inbox's audience."""
+    return token(name, audience=audience, **overrides)
 
 
 def proxy_assertion(sub: str, roles: list[str], *, lifetime: int = 120, **overrides: Any) -> str:
     now = int(time.time())
-    claims = {"sub": sub, "kind": "user", "roles": roles, "iss": "auth-proxy",
-              "aud": INBOX_AUDIENCE, "iat": now, "exp": now + lifetime} | overrides
+    claims = {
+        "sub": sub,
+        "kind": "user",
+        "roles": roles,
+        "iss": "auth-proxy",
+        "aud": INBOX_AUDIENCE,
+        "iat": now,
+        "exp": now + lifetime,
+    } | overrides
     return jwt.encode(claims, PROXY_SECRET, algorithm="HS256", headers={"kid": "p1"})
 
 
@@ -90,13 +136,18 @@ def _request(url: str, method: str, headers: dict[str, str], body: bytes | None)
         conn.close()
 
 
+def _names(headers: dict[str, str]) -> dict[str, str]:
+    return {name.replace("_", "-"): value for name, value in headers.items()}
+
+
 async def get(url: str, **headers: str) -> Reply:
-    return await asyncio.to_thread(_request, url, "GET", headers, None)
+    """GET `url`; keyword names are header names with '_' for '-'."""
+    return await asyncio.to_thread(_request, url, "GET", _names(headers), None)
 
 
 async def post_form(url: str, form: dict[str, str], **headers: str) -> Reply:
-    headers = {"content-type": "application/x-www-form-urlencoded"} | headers
-    return await asyncio.to_thread(_request, url, "POST", headers, urlencode(form).encode())
+    sent = {"content-type": "application/x-www-form-urlencoded"} | _names(headers)
+    return await asyncio.to_thread(_request, url, "POST", sent, urlencode(form).encode())
 
 
 @dataclass
@@ -111,28 +162,43 @@ class Stack:
     async def _channel(self, listener: str) -> grpc.aio.Channel:
         return grpc.aio.insecure_channel(f"127.0.0.1:{self.gw.ports()[listener]}")
 
-    async def invoke(self, capability: str, value: Any, *, actor: str = "alice",
-                     **claims: Any) -> gateway_pb2.ExecutionResult:
+    async def invoke(
+        self, capability: str, value: Any, *, actor: str = "alice", **claims: Any
+    ) -> gateway_pb2.ExecutionResult:
         async with await self._channel("agents") as channel:
-            request = gateway_pb2.InvokeRequest(capability_id=capability,
-                                                input_json=orjson.dumps(value))
+            request = gateway_pb2.InvokeRequest(
+                capability_id=capability, input_json=orjson.dumps(value)
+            )
             return await gateway_pb2_grpc.CapabilityGatewayStub(channel).Invoke(
-                request, metadata=[("authorization", f"Bearer {token(actor, **claims)}")],
-                timeout=10)
+                request,
+                metadata=[("authorization", f"Bearer {token(actor, **claims)}")],
+                timeout=10,
+            )
 
-    async def request_refund(self, amount: float = 800, order_id: str = "o-1001",
-                             actor: str = "alice", **claims: Any) -> types_pb2.Approval:
-        result = await self.invoke("orders.refund", {"order_id": order_id, "amount": amount},
-                                   actor=actor, **claims)
+    async def request(
+        self, capability: str, value: Any, *, actor: str = "alice", **claims: Any
+    ) -> types_pb2.Approval:
+        """Invoke a call that must suspend for approval; its pending approval."""
+        result = await self.invoke(capability, value, actor=actor, **claims)
         assert result.WhichOneof("outcome") == "approval_required", result
         return result.approval_required.approval
 
-    async def resume(self, approval_id: str, actor: str = "alice",
-                     **claims: Any) -> gateway_pb2.ExecutionResult:
+    async def request_refund(
+        self, amount: float = 800, order_id: str = "o-1001", actor: str = "alice", **claims: Any
+    ) -> types_pb2.Approval:
+        return await self.request(
+            "orders.refund", {"order_id": order_id, "amount": amount}, actor=actor, **claims
+        )
+
+    async def resume(
+        self, approval_id: str, actor: str = "alice", **claims: Any
+    ) -> gateway_pb2.ExecutionResult:
         async with await self._channel("agents") as channel:
             return await gateway_pb2_grpc.CapabilityGatewayStub(channel).Resume(
                 gateway_pb2.ResumeRequest(approval_id=approval_id),
-                metadata=[("authorization", f"Bearer {token(actor, **claims)}")], timeout=10)
+                metadata=[("authorization", f"Bearer {token(actor, **claims)}")],
+                timeout=10,
+            )
 
     async def approval(self, approval_id: str) -> types_pb2.Approval:
         """The approval as ApprovalAdmin has it now (listed by an auditor)."""
@@ -143,8 +209,11 @@ class Stack:
             page = ""
             while True:
                 reply = await stub.ListApprovals(
-                    admin_pb2.ListApprovalsRequest(statuses=statuses, page_size=500,
-                                                   page_token=page), metadata=md)
+                    admin_pb2.ListApprovalsRequest(
+                        statuses=statuses, page_size=500, page_token=page
+                    ),
+                    metadata=md,
+                )
                 for found in reply.approvals:
                     if found.id == approval_id:
                         return found
@@ -152,11 +221,12 @@ class Stack:
                 if not page:
                     raise LookupError(approval_id)
 
-    async def seen_by_inbox(self, approval_id: str, status: str = "PENDING",
-                            timeout: float = 5.0) -> None:
+    async def seen_by_inbox(
+        self, approval_id: str, status: str = "PENDING", within_s: float = 5.0
+    ) -> None:
         """Wait until the inbox's book holds the approval in `status`."""
         want = types_pb2.ApprovalStatus.Value(f"APPROVAL_STATUS_{status}")
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(within_s):
             while True:
                 found = self.inbox.inbox.book.get(approval_id)
                 if found is not None and found.status == want:

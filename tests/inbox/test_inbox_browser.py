@@ -12,8 +12,8 @@ import pytest
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, types_pb2
-from tests.inbox.browserkit import Browser, chromium
 from tests.gateway.harness import token
+from tests.inbox.browserkit import Browser, chromium
 from tests.inbox.inboxkit import Stack, human_token
 
 pytestmark = pytest.mark.e2e
@@ -41,32 +41,56 @@ async def clear_pending(stack: Stack) -> None:
     async with await stack._channel("admin") as channel:
         stub = admin_pb2_grpc.ApprovalAdminStub(channel)
         md = [("authorization", f"Bearer {token('root', audience='capgate-admin')}")]
-        listed = await stub.ListApprovals(admin_pb2.ListApprovalsRequest(page_size=500), metadata=md)
+        listed = await stub.ListApprovals(
+            admin_pb2.ListApprovalsRequest(page_size=500), metadata=md
+        )
         for a in listed.approvals:
-            await stub.DecideApproval(admin_pb2.DecideApprovalRequest(
-                approval_id=a.id, verdict=admin_pb2.VERDICT_REJECT, input_hash=a.input_hash,
-                note="cleared by the test"), metadata=md)
+            await stub.DecideApproval(
+                admin_pb2.DecideApprovalRequest(
+                    approval_id=a.id,
+                    verdict=admin_pb2.VERDICT_REJECT,
+                    input_hash=a.input_hash,
+                    note="cleared by the test",
+                ),
+                metadata=md,
+            )
 
 
 async def test_the_inbox_lists_pending_approvals_and_saves_the_screenshot(
     page: Browser, stack: Stack
 ) -> None:
     await clear_pending(stack)
-    await page.sign_in(human_token("bob"), "bob")
-    created = [await stack.request_refund(800, "o-1001"),
-               await stack.request_refund(2400, "o-1002", actor="carol"),
-               await stack.request_refund(650, "o-1003")]
+    created = [
+        await stack.request_refund(2400, "o-1002", actor="carol"),
+        await stack.request(
+            "admin.orders.purge",
+            {"older_than_days": 90},
+            actor="root",
+            sub="ops-bot",
+            roles=["admin"],
+        ),
+        await stack.request("orders.cancel", {"order_id": "o-1003", "reason": "duplicate"}),
+        await stack.request_refund(800, "o-1001"),
+    ]
     for approval in created:
         await stack.seen_by_inbox(approval.id)
+    await page.sign_in(human_token("root"), "root")  # admin and manager: sees all four
     await page.open("/")
     for approval in created:
         await page.wait_for(f'tr[data-approval-id="{approval.id}"]')
-    assert await page.text("#pending-count") == "3"
-    row = await page.text(f'tr[data-approval-id="{created[1].id}"]')
-    assert "orders.refund" in row and "high" in row and "carol (test-idp)" in row
+    assert await page.text("#pending-count") == "4"
+    purge = await page.text(f'tr[data-approval-id="{created[1].id}"]')
+    assert "admin.orders.purge" in purge
+    assert "critical" in purge
+    assert "destructive" in purge
+    assert "ops-bot (test-idp)" in purge
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     assert await page.do(page.driver.save_screenshot, str(SCREENSHOT))
     assert SCREENSHOT.stat().st_size > 10_000
+    # Filters narrow the list to one risk.
+    await page.open("/?risk=critical")
+    await page.wait_for(f'tr[data-approval-id="{created[1].id}"]')
+    assert await page.script("return document.querySelectorAll('#pending tbody tr').length") == 1
 
 
 async def test_a_new_request_appears_live_is_approved_and_the_requester_resumes(
@@ -80,7 +104,8 @@ async def test_a_new_request_appears_live_is_approved_and_the_requester_resumes(
     await page.click(f'tr[data-approval-id="{approval.id}"] a.open')
     await page.wait_for("#decide")
     shown = await page.text("#input")
-    assert '"order_id": "o-1001"' in shown and '"amount": 900' in shown
+    assert '"order_id": "o-1001"' in shown
+    assert '"amount": 900' in shown
     assert '"reason": "****"' in shown  # the capability's approval_input redaction
     assert await page.text("#input-hash") == approval.input_hash
     await page.type("#note", "Customer sent photos of the damage.")
@@ -148,7 +173,8 @@ async def test_hostile_input_and_identities_render_as_inert_text(
     assert evil_id in await page.text("#requester")
     counts = await page.script(
         "return [document.querySelectorAll('main script, main img, main b').length,"
-        " typeof window.__pwned];")
+        " typeof window.__pwned];"
+    )
     assert counts == [0, "undefined"]
 
 

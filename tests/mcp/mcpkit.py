@@ -60,14 +60,23 @@ class McpEnv:
 
     async def initialize(self, http: httpx2.AsyncClient, actor: str = "alice") -> str:
         """A raw initialize; the session id it opened."""
-        response = await http.post("/mcp", json=request(1, "initialize", {
-            "protocolVersion": PROTOCOL, "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"},
-        }), headers={"authorization": bearer(actor), "accept": ACCEPT})
+        response = await http.post(
+            "/mcp",
+            json=request(
+                1,
+                "initialize",
+                {
+                    "protocolVersion": PROTOCOL,
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "1"},
+                },
+            ),
+            headers={"authorization": bearer(actor), "accept": ACCEPT},
+        )
         assert response.status_code == 200, response.text
         return str(response.headers["mcp-session-id"])
 
-    async def approve(self, approval_id: str, *, by: str = "bob") -> admin_pb2.DecideApprovalResponse:
+    async def approve(self, approval_id: str, by: str = "bob") -> admin_pb2.DecideApprovalResponse:
         """An approver decides through ApprovalAdmin on the admin gRPC listener."""
         if self._admin is None:
             self._admin = grpc.aio.insecure_channel(f"127.0.0.1:{self.gw.ports()['admin']}")
@@ -75,9 +84,15 @@ class McpEnv:
         md = [("authorization", f"Bearer {token(by, audience='capgate-admin')}")]
         listed = await admin.ListApprovals(admin_pb2.ListApprovalsRequest(), metadata=md)
         seen = next(a for a in listed.approvals if a.id == approval_id)
-        return await admin.DecideApproval(admin_pb2.DecideApprovalRequest(
-            approval_id=approval_id, verdict=admin_pb2.VERDICT_APPROVE, note="ok",
-            input_hash=seen.input_hash), metadata=md)
+        return await admin.DecideApproval(
+            admin_pb2.DecideApprovalRequest(
+                approval_id=approval_id,
+                verdict=admin_pb2.VERDICT_APPROVE,
+                note="ok",
+                input_hash=seen.input_hash,
+            ),
+            metadata=md,
+        )
 
     async def upstream_calls(self, method: str) -> int:
         async with grpc.aio.insecure_channel(self.orders_address) as ch:
@@ -94,5 +109,10 @@ def request(message_id: int, method: str, params: dict[str, Any] | None = None) 
 
 
 def session_headers(session_id: str, actor: str = "alice", **extra: str) -> dict[str, str]:
-    return {"authorization": bearer(actor), "accept": ACCEPT, "mcp-session-id": session_id,
-            "mcp-protocol-version": PROTOCOL, **extra}
+    return {
+        "authorization": bearer(actor),
+        "accept": ACCEPT,
+        "mcp-session-id": session_id,
+        "mcp-protocol-version": PROTOCOL,
+        **extra,
+    }

@@ -23,21 +23,38 @@ def _jwt() -> dict[str, Any]:
 
 
 def _capability(cap_id: str, **fields: Any) -> dict[str, Any]:
-    return {"id": cap_id, "description": "A thing.", "upstream": "proc", "side_effect": "read",
-            "risk": "low", "input_schema": {"type": "object"}, "expose": {"mcp": True}, **fields}
+    return {
+        "id": cap_id,
+        "description": "A thing.",
+        "upstream": "proc",
+        "side_effect": "read",
+        "risk": "low",
+        "input_schema": {"type": "object"},
+        "expose": {"mcp": True},
+        **fields,
+    }
 
 
 def config(listener: dict[str, Any] | None = None, **mcp: Any) -> dict[str, Any]:
-    base = {"name": "mcp", "address": "127.0.0.1:7445", "surface": "mcp", "protocol": "mcp",
-            "auth": "jwt", "jwt": _jwt()}
+    base = {
+        "name": "mcp",
+        "address": "127.0.0.1:7445",
+        "surface": "mcp",
+        "protocol": "mcp",
+        "auth": "jwt",
+        "jwt": _jwt(),
+    }
     if mcp:
         base["mcp"] = mcp
     return {
         "version": 1,
         "listeners": [{**base, **(listener or {})}],
         "upstreams": {"proc": {"address": "127.0.0.1:50052", "kind": "procedure"}},
-        "capabilities": [_capability("orders.get"), _capability("orders.list"),
-                         _capability("orders_get.x", expose={"agent": True})],
+        "capabilities": [
+            _capability("orders.get"),
+            _capability("orders.list"),
+            _capability("orders_get.x", expose={"agent": True}),
+        ],
     }
 
 
@@ -54,11 +71,17 @@ def problems(tmp_path: Path, data: dict[str, Any]) -> set[tuple[str, str]]:
 
 
 def test_an_mcp_listener_builds_its_settings(tmp_path: Path):
-    settings = load(tmp_path, config(
-        allowed_origins=["https://app.example.com"], tool_names={"orders.list": "list_orders"},
-        session_idle_timeout="10m"))
+    settings = load(
+        tmp_path,
+        config(
+            allowed_origins=["https://app.example.com"],
+            tool_names={"orders.list": "list_orders"},
+            session_idle_timeout="10m",
+        ),
+    )
     listener = settings.listeners[0]
-    assert listener.protocol == "mcp" and listener.mcp is not None
+    assert listener.protocol == "mcp"
+    assert listener.mcp is not None
     assert listener.mcp.allowed_origins == ("https://app.example.com",)
     assert dict(listener.mcp.tool_names) == {"orders.list": "list_orders"}
     assert listener.mcp.session_idle_timeout_s == 600
@@ -66,15 +89,30 @@ def test_an_mcp_listener_builds_its_settings(tmp_path: Path):
 
 REFUSALS: list[tuple[str, dict[str, Any], tuple[str, str]]] = [
     ("mtls", {"auth": "mtls", "jwt": None}, ("listeners[0].auth", "mcp listeners need auth: jwt")),
-    ("no auth", {"auth": "none", "jwt": None}, ("listeners[0].auth", "mcp listeners need auth: jwt")),
-    ("admin role", {"role": "admin"},
-     ("listeners[0].role", "mcp listeners are caller listeners (ApprovalAdmin is gRPC)")),
-    ("unix socket", {"address": "unix:///tmp/cg/mcp.sock"},
-     ("listeners[0].address", "mcp listeners need a host:port address")),
-    ("beyond loopback without hosts", {"address": "0.0.0.0:7445"},
-     ("listeners[0].mcp", "a listener bound beyond loopback needs allowed_hosts or resource_url")),
-    ("an mcp block on a grpc listener", {"protocol": "grpc", "mcp": {"path": "/mcp"}},
-     ("listeners[0].mcp", "only used with protocol: mcp")),
+    ("none", {"auth": "none", "jwt": None}, ("listeners[0].auth", "mcp listeners need auth: jwt")),
+    (
+        "admin role",
+        {"role": "admin"},
+        ("listeners[0].role", "mcp listeners are caller listeners (ApprovalAdmin is gRPC)"),
+    ),
+    (
+        "unix socket",
+        {"address": "unix:///tmp/cg/mcp.sock"},
+        ("listeners[0].address", "mcp listeners need a host:port address"),
+    ),
+    (
+        "beyond loopback without hosts",
+        {"address": "0.0.0.0:7445"},
+        (
+            "listeners[0].mcp",
+            "a listener bound beyond loopback needs allowed_hosts or resource_url",
+        ),
+    ),
+    (
+        "an mcp block on a grpc listener",
+        {"protocol": "grpc", "mcp": {"path": "/mcp"}},
+        ("listeners[0].mcp", "only used with protocol: mcp"),
+    ),
 ]
 
 
@@ -97,19 +135,26 @@ def test_trusted_local_is_refused_on_an_mcp_listener(tmp_path: Path):
 
 def test_tool_name_collisions_are_load_errors(tmp_path: Path):
     clash = config(tool_names={"orders.list": "orders_get"})
-    assert problems(tmp_path, clash) == {(
-        "listeners[0].mcp.tool_names", "orders.get, orders.list share the tool name orders_get",
-    )}
+    assert problems(tmp_path, clash) == {
+        (
+            "listeners[0].mcp.tool_names",
+            "orders.get, orders.list share the tool name orders_get",
+        )
+    }
     reserved = config(tool_names={"orders.get": APPROVAL_TOOL})
-    assert problems(tmp_path, reserved) == {(
-        "listeners[0].mcp.tool_names", f"orders.get takes the reserved tool name {APPROVAL_TOOL}",
-    )}
+    assert problems(tmp_path, reserved) == {
+        (
+            "listeners[0].mcp.tool_names",
+            f"orders.get takes the reserved tool name {APPROVAL_TOOL}",
+        )
+    }
     unknown = config(tool_names={"orders.nope": "nope"})
     assert problems(tmp_path, unknown) == {
         ('listeners[0].mcp.tool_names["orders.nope"]', "no capability with this id"),
     }
     bad_name = config(tool_names={"orders.get": "get order"})
-    assert {p for p, _ in problems(tmp_path, bad_name)} == {'listeners[0].mcp.tool_names["orders.get"]'}
+    where = {p for p, _ in problems(tmp_path, bad_name)}
+    assert where == {'listeners[0].mcp.tool_names["orders.get"]'}
 
 
 def test_a_name_shared_with_a_capability_not_on_this_surface_is_no_collision(tmp_path: Path):
@@ -132,7 +177,8 @@ def test_default_names_replace_what_model_apis_refuse():
 
 def test_a_runtime_collision_leaves_every_clashing_tool_out():
     table, clashes = build_table(["a.b", "a_b", "c"], {}, approval_tool=True)
-    assert table.capability("a_b") is None and table.capability("c") == "c"
+    assert table.capability("a_b") is None
+    assert table.capability("c") == "c"
     assert clashes == ["a.b, a_b share the tool name a_b"]
 
 
@@ -143,10 +189,10 @@ def test_documented_defaults_are_the_dataclass_defaults():
     for key, prop in schema.items():
         if "default" not in prop:
             continue
-        value = prop["default"]
+        name, value = key, prop["default"]
         if prop.get("$ref") == "#/definitions/duration":
-            key, value = f"{key}_s", parse_duration(value)
-        actual = getattr(defaults, key)
+            name, value = f"{key}_s", parse_duration(value)
+        actual = getattr(defaults, name)
         actual = dict(actual) if isinstance(value, dict) else actual
         assert actual == (tuple(value) if isinstance(value, list) else value), key
         checked += 1
@@ -173,4 +219,5 @@ def test_sessions_expire_when_idle_and_belong_to_their_actor():
     assert store.get(session.id, alice) is None
     first, second, third = (store.open(alice, "2025-11-25") for _ in range(3))
     assert store.get(first.id, alice) is None  # least recently used first out
-    assert store.get(second.id, alice) is second and store.get(third.id, alice) is third
+    assert store.get(second.id, alice) is second
+    assert store.get(third.id, alice) is third

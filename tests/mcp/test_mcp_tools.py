@@ -3,7 +3,9 @@ the gRPC listeners (issue 9, DESIGN §12, ADR 0010)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from types import MappingProxyType
 
 import grpc
 import pytest
@@ -21,7 +23,8 @@ REFUND = "/orders.v1.Orders/RefundOrder"
 async def test_the_sdk_probes_discover_then_initializes_a_handshake_version(mcp_env: McpEnv):
     async with mcp_env.client() as client:
         assert client.protocol_version == "2025-11-25"
-        assert client.server_info is not None and client.server_info.name == "capgate"
+        assert client.server_info is not None
+        assert client.server_info.name == "capgate"
         assert client.server_capabilities.tools is not None
 
 
@@ -31,11 +34,16 @@ async def test_list_is_describe_for_the_mcp_surface(mcp_env: McpEnv):
     # Unexposed on mcp and hidden by policy (admin.* needs the admin role) are both absent;
     # orders.list has a configured name, the others the default (dots become underscores).
     assert set(tools) == {
-        "orders_get", "list_orders", "orders_refund", "orders_cancel", "capgate_approval_status",
+        "orders_get",
+        "list_orders",
+        "orders_refund",
+        "orders_cancel",
+        "capgate_approval_status",
     }
     refund = tools["orders_refund"]
     assert refund.title == "orders.refund"
-    assert refund.description and refund.description.startswith("Refund (part of) an order.")
+    assert refund.description
+    assert refund.description.startswith("Refund (part of) an order.")
     assert refund.input_schema["type"] == "object"
     assert refund.input_schema["required"] == ["order_id", "amount"]
     assert refund.annotations is not None
@@ -44,14 +52,17 @@ async def test_list_is_describe_for_the_mcp_surface(mcp_env: McpEnv):
     assert refund.annotations.idempotent_hint is False
     assert tools["orders_get"].annotations.read_only_hint is True
     assert refund.meta == {
-        "dev.capgate/capabilityId": "orders.refund", "dev.capgate/risk": "high",
-        "dev.capgate/sideEffect": "write", "dev.capgate/requiresApproval": False,
+        "dev.capgate/capabilityId": "orders.refund",
+        "dev.capgate/risk": "high",
+        "dev.capgate/sideEffect": "write",
+        "dev.capgate/requiresApproval": False,
         "dev.capgate/tags": ["orders", "billing"],
     }
     async with mcp_env.client("root") as client:
         as_admin = {t.name: t for t in (await client.list_tools()).tools}
     purge = as_admin["admin_orders_purge"]
-    assert purge.annotations is not None and purge.annotations.destructive_hint is True
+    assert purge.annotations is not None
+    assert purge.annotations.destructive_hint is True
     assert "orders_unexposed" not in as_admin
 
 
@@ -62,15 +73,19 @@ async def test_a_completed_call_returns_json_text_and_structured_content(mcp_env
     text = result.content[0].text  # type: ignore[union-attr]
     assert json.loads(text) == result.structured_content
     refund = result.structured_content
-    assert refund is not None and refund["order_id"] == "o-1001" and refund["amount"] == 25
+    assert refund is not None
+    assert refund["order_id"] == "o-1001"
+    assert refund["amount"] == 25
     assert refund["card_last4"] != "4242"  # redacted before it left the gateway (SI-10)
-    assert result.meta is not None and result.meta["dev.capgate/executionId"]
+    assert result.meta is not None
+    assert result.meta["dev.capgate/executionId"]
 
 
 async def test_a_mapped_name_is_the_only_name_of_its_capability(mcp_env: McpEnv):
     async with mcp_env.client() as client:
         listed = await client.call_tool("list_orders", {"customer_id": "c-1"})
-        assert listed.is_error is False and listed.structured_content is not None
+        assert listed.is_error is False
+        assert listed.structured_content is not None
         with pytest.raises(MCPError) as default_name:
             await client.call_tool("orders_list", {"customer_id": "c-1"})
     assert default_name.value.code == -32602
@@ -83,7 +98,9 @@ async def test_a_policy_denial_is_an_error_result_the_model_can_read(mcp_env: Mc
     assert result.is_error is True
     assert result.content[0].text == "Refunds over 10,000 must be handled by finance."  # type: ignore[union-attr]
     assert result.structured_content == {
-        "code": "POLICY_DENIED", "stage": "policy", "retryable": False,
+        "code": "POLICY_DENIED",
+        "stage": "policy",
+        "retryable": False,
         "execution_state": "NOT_STARTED",
     }
     assert await mcp_env.upstream_calls(REFUND) == before
@@ -94,8 +111,10 @@ async def test_invalid_input_is_an_error_result_naming_paths_never_values(mcp_en
         result = await client.call_tool("orders_refund", {"order_id": "o-1001", "amount": "lots"})
     assert result.is_error is True
     structured = result.structured_content
-    assert structured is not None and structured["code"] == "INPUT_INVALID"
-    assert structured["stage"] == "input-validation" and structured["retryable"] is False
+    assert structured is not None
+    assert structured["code"] == "INPUT_INVALID"
+    assert structured["stage"] == "input-validation"
+    assert structured["retryable"] is False
     assert [i["path"] for i in structured["issues"]] == ["$.amount"]
     assert "lots" not in result.content[0].text  # type: ignore[union-attr]
 
@@ -115,13 +134,19 @@ async def test_a_hidden_tool_is_indistinguishable_from_an_unknown_one(mcp_env: M
         session = await mcp_env.initialize(http)
         bodies = []
         for name in ("admin_orders_purge", "orders_unexposed", "no_such_tool"):
-            response = await http.post("/mcp", json=request(7, "tools/call", {
-                "name": name, "arguments": {"older_than_days": 400}}),
-                headers=session_headers(session))
+            response = await http.post(
+                "/mcp",
+                json=request(
+                    7, "tools/call", {"name": name, "arguments": {"older_than_days": 400}}
+                ),
+                headers=session_headers(session),
+            )
             bodies.append(response.content)
     assert bodies[0] == bodies[1] == bodies[2]
     assert json.loads(bodies[0]) == {
-        "jsonrpc": "2.0", "id": 7, "error": {"code": -32602, "message": "Unknown tool."},
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {"code": -32602, "message": "Unknown tool."},
     }
     assert await mcp_env.upstream_calls("/capgate.v1.Procedure/Invoke") == purges
 
@@ -133,12 +158,14 @@ async def test_the_approval_flow_runs_the_upstream_exactly_once(mcp_env: McpEnv)
         asked = await client.call_tool("orders_refund", args)
         assert asked.is_error is False  # the model is told the call awaits a person
         pending = asked.structured_content
-        assert pending is not None and pending["status"] == "approval_required"
+        assert pending is not None
+        assert pending["status"] == "approval_required"
         approval_id = pending["approval_id"]
         assert approval_id in asked.content[0].text  # type: ignore[union-attr]
         assert pending["expires_at"].endswith("Z")
         status = await client.call_tool("capgate_approval_status", {"approval_id": approval_id})
-        assert status.is_error is False and status.structured_content is not None
+        assert status.is_error is False
+        assert status.structured_content is not None
         assert status.structured_content["status"] == "pending"
         assert await mcp_env.upstream_calls(REFUND) == before
 
@@ -155,7 +182,8 @@ async def test_the_approval_flow_runs_the_upstream_exactly_once(mcp_env: McpEnv)
         assert again.structured_content == resumed.structured_content
         assert again.meta == resumed.meta  # the stored envelope: same execution id (SI-12)
         report = await client.call_tool(
-            "capgate_approval_status", {"approval_id": approval_id, "resume": False})
+            "capgate_approval_status", {"approval_id": approval_id, "resume": False}
+        )
         assert report.structured_content is not None
         assert report.structured_content["status"] == "executed"
     assert await mcp_env.upstream_calls(REFUND) == before + 1
@@ -170,14 +198,16 @@ async def test_an_approval_is_bound_to_its_requester_and_surface(mcp_env: McpEnv
     async with mcp_env.client("carol") as client:
         other = await client.call_tool("capgate_approval_status", {"approval_id": approval_id})
         unknown = await client.call_tool("capgate_approval_status", {"approval_id": "nope"})
-    assert other.is_error is True and other.structured_content is not None
+    assert other.is_error is True
+    assert other.structured_content is not None
     assert other.structured_content["code"] == "APPROVAL_NOT_FOUND"
     assert other.content == unknown.content
     # SI-2: the agents gRPC listener (surface agent) cannot resume an approval asked over mcp.
     async with grpc.aio.insecure_channel(f"127.0.0.1:{mcp_env.gw.ports()['agents']}") as ch:
         via_grpc = await gateway_pb2_grpc.CapabilityGatewayStub(ch).Resume(
             gateway_pb2.ResumeRequest(approval_id=approval_id),
-            metadata=[("authorization", f"Bearer {token('alice')}")])
+            metadata=[("authorization", f"Bearer {token('alice')}")],
+        )
     assert via_grpc.failed.code == types_pb2.ERROR_CODE_APPROVAL_NOT_FOUND
 
 
@@ -187,9 +217,57 @@ async def test_no_mcp_tool_can_decide_an_approval(mcp_env: McpEnv):
         assert asked.structured_content is not None
         approval_id = asked.structured_content["approval_id"]
         tried = await client.call_tool(
-            "capgate_approval_status", {"approval_id": approval_id, "verdict": "approve"})
-        assert tried.is_error is True and tried.structured_content is not None
+            "capgate_approval_status", {"approval_id": approval_id, "verdict": "approve"}
+        )
+        assert tried.is_error is True
+        assert tried.structured_content is not None
         assert tried.structured_content["code"] == "INPUT_INVALID"
         status = await client.call_tool("capgate_approval_status", {"approval_id": approval_id})
         assert status.structured_content is not None
         assert status.structured_content["status"] == "pending"
+
+
+async def test_an_idempotency_key_in_meta_makes_a_repeat_return_the_recorded_result(
+    mcp_env: McpEnv,
+):
+    before = await mcp_env.upstream_calls(REFUND)
+    call = request(
+        11,
+        "tools/call",
+        {
+            "name": "orders_refund",
+            "arguments": {"order_id": "o-1001", "amount": 30},
+            "_meta": {"dev.capgate/idempotencyKey": "refund-o-1001-30"},
+        },
+    )
+    async with mcp_env.http() as http:
+        session = await mcp_env.initialize(http)
+        first = (await http.post("/mcp", json=call, headers=session_headers(session))).json()
+        again = (await http.post("/mcp", json=call, headers=session_headers(session))).json()
+    assert first["result"]["isError"] is False
+    assert again["result"] == first["result"]  # same execution id, same output
+    assert await mcp_env.upstream_calls(REFUND) == before + 1
+
+
+async def test_the_tool_list_follows_a_reload(mcp_env: McpEnv):
+    gw = mcp_env.gw
+    original = gw.settings
+    unexposed = tuple(
+        dataclasses.replace(c, expose=MappingProxyType({**c.expose, "mcp": False}))
+        if c.id == "orders.cancel"
+        else c
+        for c in original.capabilities
+    )
+    await gw.reload(dataclasses.replace(original, capabilities=unexposed))
+    try:
+        async with mcp_env.client() as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            assert "orders_cancel" not in names
+            assert "orders_refund" in names
+            with pytest.raises(MCPError) as gone:
+                await client.call_tool("orders_cancel", {"order_id": "o-1001"})
+        assert gone.value.error.message == "Unknown tool."
+    finally:
+        await gw.reload(original)
+    async with mcp_env.client() as client:
+        assert "orders_cancel" in {t.name for t in (await client.list_tools()).tools}

@@ -7,6 +7,8 @@ import json
 
 import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from tests.mcp.mcpkit import ACCEPT, McpEnv, bearer, request, session_headers
@@ -15,26 +17,47 @@ pytestmark = pytest.mark.integration
 
 
 def initialize(version: str = "2025-11-25") -> dict[str, object]:
-    return request(1, "initialize", {"protocolVersion": version, "capabilities": {},
-                                     "clientInfo": {"name": "raw", "version": "1"}})
+    return request(
+        1,
+        "initialize",
+        {
+            "protocolVersion": version,
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    )
 
 
 async def test_a_disallowed_origin_is_refused_before_anything_runs(mcp_env: McpEnv):
     async with mcp_env.http() as http:
-        refused = await http.post("/mcp", json=initialize(), headers={
-            "authorization": bearer("alice"), "accept": ACCEPT,
-            "origin": "https://evil.example"})
+        refused = await http.post(
+            "/mcp",
+            json=initialize(),
+            headers={
+                "authorization": bearer("alice"),
+                "accept": ACCEPT,
+                "origin": "https://evil.example",
+            },
+        )
         assert refused.status_code == 403
         assert refused.json()["error"]["code"] == -32600
         assert "mcp-session-id" not in refused.headers
-        allowed = await http.post("/mcp", json=initialize(), headers={
-            "authorization": bearer("alice"), "accept": ACCEPT,
-            "origin": "https://app.example.com"})
+        allowed = await http.post(
+            "/mcp",
+            json=initialize(),
+            headers={
+                "authorization": bearer("alice"),
+                "accept": ACCEPT,
+                "origin": "https://app.example.com",
+            },
+        )
         assert allowed.status_code == 200
         assert allowed.headers["access-control-allow-origin"] == "https://app.example.com"
         assert "mcp-session-id" in allowed.headers["access-control-expose-headers"]
-        preflight = await http.options("/mcp", headers={
-            "origin": "https://app.example.com", "access-control-request-method": "POST"})
+        preflight = await http.options(
+            "/mcp",
+            headers={"origin": "https://app.example.com", "access-control-request-method": "POST"},
+        )
         assert preflight.status_code == 204
         assert "authorization" in preflight.headers["access-control-allow-headers"]
 
@@ -42,13 +65,25 @@ async def test_a_disallowed_origin_is_refused_before_anything_runs(mcp_env: McpE
 async def test_a_host_name_not_served_here_is_refused(mcp_env: McpEnv):
     # A DNS-rebinding page reaches 127.0.0.1 under the attacker's host name.
     async with mcp_env.http() as http:
-        rebound = await http.post("/mcp", json=initialize(), headers={
-            "host": f"attacker.example:{mcp_env.port}", "authorization": bearer("alice"),
-            "accept": ACCEPT})
+        rebound = await http.post(
+            "/mcp",
+            json=initialize(),
+            headers={
+                "host": f"attacker.example:{mcp_env.port}",
+                "authorization": bearer("alice"),
+                "accept": ACCEPT,
+            },
+        )
         assert rebound.status_code == 421
-        local = await http.post("/mcp", json=initialize(), headers={
-            "host": f"localhost:{mcp_env.port}", "authorization": bearer("alice"),
-            "accept": ACCEPT})
+        local = await http.post(
+            "/mcp",
+            json=initialize(),
+            headers={
+                "host": f"localhost:{mcp_env.port}",
+                "authorization": bearer("alice"),
+                "accept": ACCEPT,
+            },
+        )
         assert local.status_code == 200
 
 
@@ -66,15 +101,21 @@ async def test_a_missing_token_gets_the_challenge_and_the_resource_metadata(mcp_
     assert document["bearer_methods_supported"] == ["header"]
 
 
-@pytest.mark.parametrize(("claims", "reason"), [
-    ({"aud": "capgate"}, "wrong audience"),  # a token for the gRPC listener
-    ({"iss": "other-idp"}, "issuer not allowed"),
-    ({"exp": 1_000_000, "iat": 999_000}, "token expired"),
-])
+@pytest.mark.parametrize(
+    ("claims", "reason"),
+    [
+        ({"aud": "capgate"}, "wrong audience"),  # a token for the gRPC listener
+        ({"iss": "other-idp"}, "issuer not allowed"),
+        ({"exp": 1_000_000, "iat": 999_000}, "token expired"),
+    ],
+)
 async def test_an_invalid_token_is_refused_like_on_grpc_listeners(mcp_env: McpEnv, claims, reason):
     async with mcp_env.http() as http:
-        refused = await http.post("/mcp", json=initialize(), headers={
-            "authorization": bearer("alice", **claims), "accept": ACCEPT})
+        refused = await http.post(
+            "/mcp",
+            json=initialize(),
+            headers={"authorization": bearer("alice", **claims), "accept": ACCEPT},
+        )
     assert refused.status_code == 401
     challenge = refused.headers["www-authenticate"]
     assert challenge.startswith('Bearer resource_metadata="http://127.0.0.1:')
@@ -82,16 +123,14 @@ async def test_an_invalid_token_is_refused_like_on_grpc_listeners(mcp_env: McpEn
 
 
 async def test_the_sdk_cannot_connect_with_a_bad_token(mcp_env: McpEnv):
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-
     headers = {"authorization": bearer("alice", aud="capgate")}
     async with httpx2.AsyncClient(headers=headers, timeout=20) as http:
-        with pytest.raises(BaseException) as info:  # noqa: PT011 - the SDK wraps it in a group
+        with pytest.raises(BaseException) as info:  # the SDK wraps the error in a group
             async with Client(streamable_http_client(mcp_env.url, http_client=http)):
                 pass
     errors = list(_leaves(info.value))
-    assert errors and all(isinstance(e, MCPError) for e in errors)
+    assert errors
+    assert all(isinstance(e, MCPError) for e in errors)
     assert {str(e) for e in errors} == {"Unauthorized: wrong audience."}
 
 
@@ -108,7 +147,8 @@ async def test_requests_need_the_callers_own_live_session(mcp_env: McpEnv):
     async with mcp_env.http() as http:
         session = await mcp_env.initialize(http, "alice")
         ok = await http.post("/mcp", json=ping, headers=session_headers(session))
-        assert ok.status_code == 200 and ok.json() == {"jsonrpc": "2.0", "id": 2, "result": {}}
+        assert ok.status_code == 200
+        assert ok.json() == {"jsonrpc": "2.0", "id": 2, "result": {}}
         headers = session_headers(session)
         del headers["mcp-session-id"]
         assert (await http.post("/mcp", json=ping, headers=headers)).status_code == 400
@@ -119,7 +159,8 @@ async def test_requests_need_the_callers_own_live_session(mcp_env: McpEnv):
         assert (await http.post("/mcp", json=ping, headers=carol)).status_code == 404
         closed = await http.delete("/mcp", headers=session_headers(session))
         assert closed.status_code == 204
-        assert (await http.post("/mcp", json=ping, headers=session_headers(session))).status_code == 404
+        gone = await http.post("/mcp", json=ping, headers=session_headers(session))
+        assert gone.status_code == 404
 
 
 async def test_protocol_versions_are_negotiated_and_checked(mcp_env: McpEnv):
@@ -144,9 +185,15 @@ async def test_protocol_versions_are_negotiated_and_checked(mcp_env: McpEnv):
 
 async def test_server_discover_lists_only_handshake_versions(mcp_env: McpEnv):
     async with mcp_env.http() as http:
-        found = await http.post("/mcp", json=request(4, "server/discover"), headers={
-            "authorization": bearer("alice"), "accept": ACCEPT,
-            "mcp-protocol-version": "2026-07-28"})
+        found = await http.post(
+            "/mcp",
+            json=request(4, "server/discover"),
+            headers={
+                "authorization": bearer("alice"),
+                "accept": ACCEPT,
+                "mcp-protocol-version": "2026-07-28",
+            },
+        )
     assert found.status_code == 200
     result = found.json()["result"]
     assert result["supportedVersions"] == ["2025-11-25", "2025-06-18"]
@@ -161,7 +208,8 @@ async def test_the_answer_is_one_sse_event_when_the_client_prefers_it(mcp_env: M
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/event-stream")
     event, data, end = response.text.split("\n", 2)
-    assert event == "event: message" and end == "\n"
+    assert event == "event: message"
+    assert end == "\n"
     names = [t["name"] for t in json.loads(data.removeprefix("data: "))["result"]["tools"]]
     assert "orders_refund" in names
 
@@ -172,21 +220,30 @@ async def test_malformed_traffic_gets_transport_errors(mcp_env: McpEnv):
         headers = session_headers(session)
         assert (await http.get("/mcp", headers=headers)).status_code == 405  # no GET stream
         batch = await http.post("/mcp", json=[request(6, "ping")], headers=headers)
-        assert batch.status_code == 400 and batch.json()["error"]["code"] == -32600
-        duplicate = await http.post("/mcp", content=b'{"jsonrpc":"2.0","id":1,"id":2,'
-                                    b'"method":"ping"}', headers={**headers,
-                                    "content-type": "application/json"})
-        assert duplicate.status_code == 400 and duplicate.json()["error"]["code"] == -32700
+        assert batch.status_code == 400
+        assert batch.json()["error"]["code"] == -32600
+        duplicate = await http.post(
+            "/mcp",
+            content=b'{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}',
+            headers={**headers, "content-type": "application/json"},
+        )
+        assert duplicate.status_code == 400
+        assert duplicate.json()["error"]["code"] == -32700
         unknown = await http.post("/mcp", json=request(8, "resources/list"), headers=headers)
         assert unknown.json()["error"]["code"] == -32601
         html = {**headers, "accept": "text/html"}
         assert (await http.post("/mcp", json=request(9, "ping"), headers=html)).status_code == 406
-        text = await http.post("/mcp", content=b"ping", headers={**headers,
-                               "content-type": "text/plain"})
+        text = await http.post(
+            "/mcp", content=b"ping", headers={**headers, "content-type": "text/plain"}
+        )
         assert text.status_code == 415
         note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         accepted = await http.post("/mcp", json=note, headers=headers)
-        assert accepted.status_code == 202 and accepted.content == b""
-        bad_args = await http.post("/mcp", json=request(10, "tools/call", {
-            "name": "orders_get", "arguments": ["o-1001"]}), headers=headers)
+        assert accepted.status_code == 202
+        assert accepted.content == b""
+        bad_args = await http.post(
+            "/mcp",
+            json=request(10, "tools/call", {"name": "orders_get", "arguments": ["o-1001"]}),
+            headers=headers,
+        )
         assert bad_args.json()["error"] == {"code": -32602, "message": "Invalid params."}

@@ -56,8 +56,8 @@ class Receiver:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.server.wait_closed(), 1)
 
-    async def wait_for(self, count: int, timeout: float = 5.0) -> list[Request]:
-        async with asyncio.timeout(timeout):
+    async def wait_for(self, count: int, within_s: float = 5.0) -> list[Request]:
+        async with asyncio.timeout(within_s):
             while len(self.requests) < count:
                 self.arrived.clear()
                 await self.arrived.wait()

@@ -45,12 +45,23 @@ class Sleeps:
         self.calls.append(delay)
 
 
-def notifier(url: str, sleeps: Sleeps, *, kind: str = "generic", timeout_s: float = 2.0,
-             jitter: float = 1.0, **settings: Any) -> WebhookNotifier:
+def notifier(
+    url: str,
+    sleeps: Sleeps,
+    *,
+    kind: str = "generic",
+    timeout_s: float = 2.0,
+    jitter: float = 1.0,
+    **settings: Any,
+) -> WebhookNotifier:
     hook = Webhook(name="ops", url=url, kind=kind, secret=SECRET, timeout_s=timeout_s)  # type: ignore[arg-type]
     notify = NotifySettings(webhooks=(hook,), inbox_base_url="https://inbox.test", **settings)
-    return WebhookNotifier(notify, facts=lambda _cid: CapabilityFacts("high", "write"),
-                           sleep=sleeps, jitter=lambda: jitter)
+    return WebhookNotifier(
+        notify,
+        facts=lambda _cid: CapabilityFacts("high", "write"),
+        sleep=sleeps,
+        jitter=lambda: jitter,
+    )
 
 
 def closed_port_url() -> str:
@@ -66,12 +77,19 @@ async def test_a_delivery_is_a_signed_json_post_with_the_deep_link(receiver: Rec
     (request,) = await receiver.wait_for(1)
     await n.drain(5)
     h = request.headers
-    assert request.path == "/hook" and h["content-type"] == "application/json"
+    assert request.path == "/hook"
+    assert h["content-type"] == "application/json"
     assert h["x-capgate-event"] == "capability.approval_requested"
-    assert verify(SECRET, request.body, timestamp=h["x-capgate-timestamp"],
-                  signature=h["x-capgate-signature"], now=float(h["x-capgate-timestamp"]))
+    assert verify(
+        SECRET,
+        request.body,
+        timestamp=h["x-capgate-timestamp"],
+        signature=h["x-capgate-signature"],
+        now=float(h["x-capgate-timestamp"]),
+    )
     body = orjson.loads(request.body)
-    assert body["url"] == "https://inbox.test/approvals/apr-1" and body["risk"] == "high"
+    assert body["url"] == "https://inbox.test/approvals/apr-1"
+    assert body["risk"] == "high"
     assert (n.delivered, n.failed, n.pending) == (1, 0, 0)
 
 
@@ -92,8 +110,9 @@ async def test_server_errors_are_retried_with_growing_backoff_and_one_delivery_i
 async def test_retries_stop_at_max_attempts_and_backoff_is_capped(receiver: Receiver) -> None:
     receiver.statuses = [502]
     sleeps = Sleeps()
-    n = notifier(receiver.url, sleeps, max_attempts=4, initial_backoff_s=1.0, max_backoff_s=3.0,
-                 jitter=0.0)
+    n = notifier(
+        receiver.url, sleeps, max_attempts=4, initial_backoff_s=1.0, max_backoff_s=3.0, jitter=0.0
+    )
     await n.write([EVENT])
     await receiver.wait_for(4)
     await n.drain(5)
@@ -110,7 +129,8 @@ async def test_a_client_error_is_final(receiver: Receiver) -> None:
     await n.write([EVENT])
     await receiver.wait_for(1)
     await n.drain(5)
-    assert len(receiver.requests) == 1 and sleeps.calls == []
+    assert len(receiver.requests) == 1
+    assert sleeps.calls == []
     assert n.failed == 1
 
 
@@ -133,7 +153,8 @@ async def test_a_receiver_that_never_answers_is_cut_off_by_the_timeout(receiver:
     await n.write([EVENT])
     assert asyncio.get_running_loop().time() - started < 0.1  # write only schedules
     await n.drain(5)
-    assert len(receiver.requests) == 2 and n.failed == 1
+    assert len(receiver.requests) == 2
+    assert n.failed == 1
 
 
 async def test_an_unreachable_receiver_fails_after_bounded_attempts() -> None:
@@ -141,7 +162,8 @@ async def test_an_unreachable_receiver_fails_after_bounded_attempts() -> None:
     n = notifier(closed_port_url(), sleeps, max_attempts=3)
     await n.write([EVENT])
     await n.drain(5)
-    assert len(sleeps.calls) == 2 and n.failed == 1
+    assert len(sleeps.calls) == 2
+    assert n.failed == 1
 
 
 async def test_deliveries_beyond_max_pending_are_dropped(receiver: Receiver) -> None:
@@ -155,7 +177,9 @@ async def test_deliveries_beyond_max_pending_are_dropped(receiver: Receiver) -> 
 
 async def test_only_approval_requests_are_notified(receiver: Receiver) -> None:
     n = notifier(receiver.url, Sleeps())
-    await n.write([{**EVENT, "event": "capability.completed"}, {**EVENT, "event": "capability.denied"}])
+    await n.write(
+        [{**EVENT, "event": "capability.completed"}, {**EVENT, "event": "capability.denied"}]
+    )
     assert n.pending == 0
     await asyncio.sleep(0.05)
     assert receiver.requests == []

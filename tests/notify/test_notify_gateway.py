@@ -44,13 +44,23 @@ async def gateway(
     hooks = (
         Webhook(name="chat", url=receivers["slack"].url, kind="slack", secret=SECRET),
         Webhook(name="flaky", url=receivers["flaky"].url, kind="generic", secret=SECRET),
-        Webhook(name="slow", url=receivers["hanging"].url, kind="generic", secret=SECRET,
-                timeout_s=30.0),
+        Webhook(
+            name="slow", url=receivers["hanging"].url, kind="generic", secret=SECRET, timeout_s=30.0
+        ),
     )
-    notify = NotifySettings(webhooks=hooks, inbox_base_url=INBOX, initial_backoff_s=0.01,
-                            max_backoff_s=0.05, max_attempts=4)
-    settings = settings_for(f"127.0.0.1:{port}", redis_server.url, notify=notify,
-                            redis=RedisSettings(url=redis_server.url, key_prefix="capgate-notify"))
+    notify = NotifySettings(
+        webhooks=hooks,
+        inbox_base_url=INBOX,
+        initial_backoff_s=0.01,
+        max_backoff_s=0.05,
+        max_attempts=4,
+    )
+    settings = settings_for(
+        f"127.0.0.1:{port}",
+        redis_server.url,
+        notify=notify,
+        redis=RedisSettings(url=redis_server.url, key_prefix="capgate-notify"),
+    )
     gw = await start_gateway(settings)
     yield gw
     await gw.stop(0.5)
@@ -66,9 +76,11 @@ async def refund(gw: Gateway, amount: float) -> gateway_pb2.ExecutionResult:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{gw.ports()['agents']}") as channel:
         request = gateway_pb2.InvokeRequest(
             capability_id="orders.refund",
-            input_json=orjson.dumps({"order_id": "o-1001", "amount": amount, "reason": "r-secret"}))
+            input_json=orjson.dumps({"order_id": "o-1001", "amount": amount, "reason": "r-secret"}),
+        )
         return await gateway_pb2_grpc.CapabilityGatewayStub(channel).Invoke(
-            request, metadata=[("authorization", f"Bearer {token('alice')}")], timeout=10)
+            request, metadata=[("authorization", f"Bearer {token('alice')}")], timeout=10
+        )
 
 
 async def test_an_approval_request_notifies_every_webhook_without_blocking_the_call(
@@ -87,18 +99,28 @@ async def test_an_approval_request_notifies_every_webhook_without_blocking_the_c
     await receivers["hanging"].wait_for(1)
     link = f"{INBOX}/approvals/{approval_id}"
     slack_body = orjson.loads(chat.body)
-    assert set(slack_body) == {"text", "blocks"} and link in slack_body["text"]
+    assert set(slack_body) == {"text", "blocks"}
+    assert link in slack_body["text"]
     assert "*high*" in slack_body["blocks"][0]["text"]["text"]
     generic = orjson.loads(flaky[-1].body)
-    assert generic["approval_id"] == approval_id and generic["url"] == link
-    assert generic["requester"]["id"] == "alice" and generic["side_effect"] == "write"
+    assert generic["approval_id"] == approval_id
+    assert generic["url"] == link
+    assert generic["requester"]["id"] == "alice"
+    assert generic["side_effect"] == "write"
     for request in [chat, *flaky]:
         h = request.headers
-        assert verify(SECRET, request.body, timestamp=h["x-capgate-timestamp"],
-                      signature=h["x-capgate-signature"], now=time.time())
+        assert verify(
+            SECRET,
+            request.body,
+            timestamp=h["x-capgate-timestamp"],
+            signature=h["x-capgate-signature"],
+            now=time.time(),
+        )
         # No input data: not the order, not the amount's field, not the reason.
-        assert b"o-1001" not in request.body and b"r-secret" not in request.body
-        assert b"amount" not in request.body and b"input" not in request.body
+        assert b"o-1001" not in request.body
+        assert b"r-secret" not in request.body
+        assert b"amount" not in request.body
+        assert b"input" not in request.body
     assert len({r.headers["x-capgate-delivery"] for r in flaky}) == 1  # one delivery, 3 tries
 
 

@@ -33,12 +33,15 @@ def test_the_deep_link_quotes_the_approval_id_into_one_path_segment():
 def test_the_generic_message_carries_facts_and_link_but_no_input_data():
     body = messages.generic(EVENT, FACTS, LINK)
     assert body["approval_id"] == "apr/1?x#y"
-    assert body["risk"] == "high" and body["side_effect"] == "write"
+    assert body["risk"] == "high"
+    assert body["side_effect"] == "write"
     assert body["requester"] == {"id": "<@U123> & <!channel>", "issuer": "idp", "kind": "user"}
     assert body["expires_at"] == "2026-01-02T03:04:05+00:00"
     assert body["url"] == LINK
     text = orjson.dumps(body).decode()
-    assert "4111" not in text and "input" not in text and "deadbeef" not in text
+    assert "4111" not in text
+    assert "input" not in text
+    assert "deadbeef" not in text
 
 
 def test_the_slack_message_has_text_and_blocks_with_escaped_free_text():
@@ -47,7 +50,8 @@ def test_the_slack_message_has_text_and_blocks_with_escaped_free_text():
     section, actions = body["blocks"]
     shown = section["text"]["text"]
     # A requester id cannot mention a user or a channel, a reason cannot inject markup.
-    assert "&lt;@U123&gt; &amp; &lt;!channel&gt;" in shown and "<!channel>" not in shown
+    assert "&lt;@U123&gt; &amp; &lt;!channel&gt;" in shown
+    assert "<!channel>" not in shown
     assert "Refund above &lt;b&gt;500&lt;/b&gt;" in shown
     assert "*high*" in shown
     assert actions["elements"][0]["url"] == LINK
@@ -65,7 +69,8 @@ def test_reasons_are_bounded_in_number_and_length():
 def test_a_signature_verifies_only_for_the_same_body_secret_and_a_recent_timestamp():
     secret, body = "s" * 32, b'{"a":1}'
     signature = sign(secret, 1000, body)
-    assert signature.startswith("sha256=") and len(signature) == 7 + 64
+    assert signature.startswith("sha256=")
+    assert len(signature) == 7 + 64
     assert verify(secret, body, timestamp="1000", signature=signature, now=1100)
     assert not verify(secret, b'{"a":2}', timestamp="1000", signature=signature, now=1100)
     assert not verify("t" * 32, body, timestamp="1000", signature=signature, now=1100)

@@ -154,5 +154,5 @@ async def test_a_watched_gauge_is_polled_only_when_something_exports_it() -> Non
 def test_without_an_exporter_no_tracer_is_installed() -> None:
     telemetry = start_telemetry(TelemetrySettings(tracing=True, otlp=False))
     assert telemetry.provider is None
-    assert telemetry.interceptors() == []
+    assert telemetry.traced() is None
     assert not enabled()

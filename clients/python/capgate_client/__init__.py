@@ -1,0 +1,51 @@
+"""capgate's Python client: async-first (`AsyncClient`, `AsyncAdminClient`) with a blocking facade
+(`Client`, `AdminClient`). Outcomes are dataclasses for `match`; failures keep the `ErrorCode`.
+
+The server-side helper for upstream services is `capgate_client.server` (extra `[server]`).
+"""
+
+from capgate_client.aio import AsyncAdminClient, AsyncClient
+from capgate_client.calls import ApprovalPage, CheckResult, Decision
+from capgate_client.connection import LocalActor, Tls
+from capgate_client.envelope import (
+    Actor,
+    Approval,
+    ApprovalRequired,
+    ApprovalStatus,
+    Cancelled,
+    CapabilityDescriptor,
+    Catalog,
+    Completed,
+    Execution,
+    Failed,
+    Outcome,
+)
+from capgate_client.errors import CapgateError, ErrorCode, ExecutionState, Issue
+from capgate_client.sync import AdminClient, Client
+
+__all__ = [
+    "Actor",
+    "AdminClient",
+    "Approval",
+    "ApprovalPage",
+    "ApprovalRequired",
+    "ApprovalStatus",
+    "AsyncAdminClient",
+    "AsyncClient",
+    "Cancelled",
+    "CapabilityDescriptor",
+    "CapgateError",
+    "Catalog",
+    "CheckResult",
+    "Client",
+    "Completed",
+    "Decision",
+    "ErrorCode",
+    "Execution",
+    "ExecutionState",
+    "Failed",
+    "Issue",
+    "LocalActor",
+    "Outcome",
+    "Tls",
+]

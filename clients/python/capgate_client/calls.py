@@ -1,0 +1,133 @@
+"""Request building and answer reading shared by the async client and its sync facade."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final, TypeAlias
+
+import orjson
+from google.protobuf import duration_pb2
+
+from capgate_client._proto import admin_pb2, gateway_pb2, types_pb2
+from capgate_client.envelope import Approval, ApprovalStatus, JsonLoads, approval_from_proto
+from capgate_client.errors import CapgateError, _by_number
+
+JsonDumps: TypeAlias = Callable[[Any], bytes]
+
+WAIT_CAP_S: Final = 30.0  # the gateway caps one WaitApproval at 30 s; longer waits loop
+WAIT_SLACK_S: Final = 5.0  # extra deadline so that the gateway's answer arrives first
+DEFAULT_WAIT_S: Final = 60.0
+
+
+class Decision(StrEnum):
+    """A policy outcome; precedence DENY > HIDE > REQUIRE_APPROVAL > ALLOW."""
+
+    UNSPECIFIED = "UNSPECIFIED"
+    ALLOW = "ALLOW"
+    REQUIRE_APPROVAL = "REQUIRE_APPROVAL"
+    HIDE = "HIDE"
+    DENY = "DENY"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """A dry run of the pipeline up to the policies; reveals only what `invoke` would."""
+
+    decision: Decision
+    error: CapgateError | None  # what invoke would answer when neither ALLOW nor approval
+    approval_reasons: tuple[str, ...]
+    revision: str
+
+
+def encode(value: Any, dumps: JsonDumps) -> bytes:
+    """Native input → JSON bytes; None means no input ({})."""
+    return b"" if value is None else dumps(value)
+
+
+def invoke_request(
+    capability_id: str,
+    value: Any,
+    dumps: JsonDumps,
+    *,
+    idempotency_key: str,
+    correlation_id: str,
+    metadata: Mapping[str, str] | None,
+) -> Any:
+    return gateway_pb2.InvokeRequest(
+        capability_id=capability_id,
+        input_json=encode(value, dumps),
+        idempotency_key=idempotency_key,
+        correlation_id=correlation_id,
+        metadata=dict(metadata or {}),
+    )
+
+
+def check_request(
+    capability_id: str, value: Any, dumps: JsonDumps, metadata: Mapping[str, str] | None
+) -> Any:
+    return gateway_pb2.CheckRequest(
+        capability_id=capability_id, input_json=encode(value, dumps), metadata=dict(metadata or {})
+    )
+
+
+def check_result(r: Any) -> CheckResult:
+    return CheckResult(
+        decision=_by_number(Decision, types_pb2.Decision, r.decision, "DECISION_"),
+        error=CapgateError.from_proto(r.error) if r.HasField("error") else None,
+        approval_reasons=tuple(r.approval_reasons),
+        revision=r.revision,
+    )
+
+
+def wait_request(approval_id: str, wait_s: float) -> Any:
+    timeout = duration_pb2.Duration()
+    timeout.FromMilliseconds(int(wait_s * 1000))
+    return gateway_pb2.WaitApprovalRequest(approval_id=approval_id, timeout=timeout)
+
+
+def approval_of(r: Any, loads: JsonLoads = orjson.loads) -> Approval:
+    """The approval of an answer that carries `approval` or `error`; raises the error."""
+    if r.HasField("error"):
+        raise CapgateError.from_proto(r.error)
+    return approval_from_proto(r.approval, loads)
+
+
+def list_request(
+    statuses: Sequence[ApprovalStatus],
+    capability_id: str,
+    requester_id: str,
+    page_size: int,
+    page_token: str,
+) -> Any:
+    return admin_pb2.ListApprovalsRequest(
+        statuses=[s.to_proto() for s in statuses],
+        capability_id=capability_id,
+        requester_id=requester_id,
+        page_size=page_size,
+        page_token=page_token,
+    )
+
+
+def decide_request(approval_id: str, approve: bool, input_hash: str, note: str) -> Any:
+    verdict = admin_pb2.VERDICT_APPROVE if approve else admin_pb2.VERDICT_REJECT
+    return admin_pb2.DecideApprovalRequest(
+        approval_id=approval_id, verdict=verdict, input_hash=input_hash, note=note
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalPage:
+    """One page of `list_approvals`; pass `next_page_token` back for the next one."""
+
+    approvals: tuple[Approval, ...]
+    next_page_token: str
+
+
+def approvals_page(r: Any, loads: JsonLoads) -> ApprovalPage:
+    if r.HasField("error"):
+        raise CapgateError.from_proto(r.error)
+    return ApprovalPage(
+        tuple(approval_from_proto(a, loads) for a in r.approvals), r.next_page_token
+    )

@@ -1,0 +1,250 @@
+"""The inbox over plain HTTP: security headers, who is signed in (bearer JWT, proxy assertion,
+session cookie), CSRF on every state change, refusals from ApprovalAdmin, live-update scoping."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import http.client
+import re
+import time
+from urllib.parse import urlsplit
+
+import orjson
+import pytest
+
+from capgate.v1 import types_pb2
+from gateway.inbox.web import CSP
+from tests.inbox.inboxkit import (
+    Reply,
+    Stack,
+    get,
+    human_token,
+    post_form,
+    proxy_assertion,
+)
+
+pytestmark = pytest.mark.integration
+PENDING = types_pb2.APPROVAL_STATUS_PENDING
+
+
+def bearer(name: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {human_token(name)}"}
+
+
+def csrf_of(reply: Reply) -> str:
+    match = re.search(r'name="csrf" value="([^"]+)"', reply.body)
+    assert match, reply.body[:500]
+    return match.group(1)
+
+
+def cookie(reply: Reply, name: str) -> str:
+    match = re.search(rf"{name}=([^;]+)", reply.headers.get("set-cookie", ""))
+    assert match, reply.headers
+    return match.group(1)
+
+
+async def sign_in(stack: Stack, name: str) -> str:
+    """A session cookie header value for `name`, through the sign-in form."""
+    form = await get(stack.url + "/login")
+    nonce = cookie(form, "capgate_inbox_login")
+    done = await post_form(
+        stack.url + "/login",
+        {"csrf": csrf_of(form), "token": human_token(name), "next": "/"},
+        cookie=f"capgate_inbox_login={nonce}",
+    )
+    assert done.status == 303, done.body
+    return f"capgate_inbox={cookie(done, 'capgate_inbox')}"
+
+
+async def test_every_response_carries_the_security_headers(stack: Stack) -> None:
+    replies = [
+        await get(stack.url + "/login"),
+        await get(stack.url + "/", **bearer("bob")),
+        await get(stack.url + "/static/inbox.js"),
+        await get(stack.url + "/nope"),
+    ]
+    for reply in replies:
+        assert reply.headers["content-security-policy"] == CSP
+        assert reply.headers["x-content-type-options"] == "nosniff"
+        assert reply.headers["x-frame-options"] == "DENY"
+        assert reply.headers["cache-control"] == "no-store"
+    assert "unsafe-inline" not in CSP
+    assert "script-src 'self'" in CSP
+    assert "frame-ancestors 'none'" in CSP
+    assert replies[2].headers["content-type"].startswith("text/javascript")
+    assert "<script>" not in replies[1].body.replace('<script src="/static/inbox.js" defer>', "")
+
+
+async def test_pages_need_a_signed_in_approver(stack: Stack) -> None:
+    anonymous = await get(stack.url + "/approvals/abc")
+    assert anonymous.status == 303
+    assert anonymous.headers["location"] == "/login?next=/approvals/abc"
+    assert (await get(stack.url + "/events")).status == 401
+    # A token for the gateway's agent listener has another audience: not an inbox credential.
+    other = await get(
+        stack.url + "/", authorization=f"Bearer {human_token('bob', audience='capgate')}"
+    )
+    assert other.status == 303
+    forged = human_token("bob")[:-4] + "AAAA"
+    assert (await get(stack.url + "/", authorization=f"Bearer {forged}")).status == 303
+    assert 'id="me">bob<' in (await get(stack.url + "/", **bearer("bob"))).body
+
+
+async def test_a_proxy_assertion_signs_in_and_a_forged_or_stale_one_does_not(
+    stack: Stack,
+) -> None:
+    good = await get(stack.url + "/", x_capgate_identity=proxy_assertion("dana", ["manager"]))
+    assert good.status == 200
+    assert 'id="me">dana<' in good.body
+    now = int(time.time())
+    stale = proxy_assertion("dana", ["manager"], iat=now - 400, exp=now - 100)
+    too_long = proxy_assertion("dana", ["manager"], lifetime=3600)
+    wrong_key = human_token("bob", iss="auth-proxy")
+    for bad in (stale, too_long, wrong_key):
+        assert (await get(stack.url + "/", x_capgate_identity=bad)).status == 303
+
+
+async def test_sign_in_sets_a_strict_http_only_session_cookie(stack: Stack) -> None:
+    form = await get(stack.url + "/login?next=/history")
+    nonce = cookie(form, "capgate_inbox_login")
+    token = csrf_of(form)
+    missing = await post_form(
+        stack.url + "/login", {"token": human_token("bob")}, cookie=f"capgate_inbox_login={nonce}"
+    )
+    assert missing.status == 403
+    assert not re.search(r"(^|\n)capgate_inbox=", missing.headers.get("set-cookie", ""))
+    refused = await post_form(
+        stack.url + "/login",
+        {"csrf": token, "token": human_token("bob", audience="capgate")},
+        cookie=f"capgate_inbox_login={nonce}",
+    )
+    assert refused.status == 401
+    assert "The token was refused: wrong audience." in refused.body
+    done = await post_form(
+        stack.url + "/login",
+        {"csrf": token, "token": human_token("bob"), "next": "/history"},
+        cookie=f"capgate_inbox_login={nonce}",
+    )
+    assert done.status == 303
+    assert done.headers["location"] == "/history"
+    session = [c for c in done.headers["set-cookie"].split("\n") if c.startswith("capgate_inbox=")]
+    assert len(session) == 1
+    flags = session[0].lower()
+    assert "httponly" in flags
+    assert "samesite=strict" in flags
+    assert "path=/" in flags
+    page = await get(stack.url + "/history", cookie=session[0].split(";")[0])
+    assert page.status == 200
+    assert 'id="me">bob<' in page.body
+
+
+async def test_a_tampered_session_cookie_is_not_a_session(stack: Stack) -> None:
+    session = await sign_in(stack, "alice")
+    payload, mac = session.removeprefix("capgate_inbox=").split(".")
+    raw = orjson.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    raw["roles"] = ["manager", "admin"]
+    forged = base64.urlsafe_b64encode(orjson.dumps(raw)).decode().rstrip("=")
+    assert (await get(stack.url + "/", cookie=f"capgate_inbox={forged}.{mac}")).status == 303
+    assert (await get(stack.url + "/", cookie=session)).status == 200
+
+
+async def test_a_decision_needs_this_sessions_csrf_token_and_a_same_site_request(
+    stack: Stack,
+) -> None:
+    approval = await stack.request_refund(820, "o-1006")
+    await stack.seen_by_inbox(approval.id)
+    bob, carol = await sign_in(stack, "bob"), await sign_in(stack, "carol")
+    page = await get(stack.url + f"/approvals/{approval.id}", cookie=bob)
+    others = csrf_of(await get(stack.url + "/", cookie=carol))
+    url = stack.url + f"/approvals/{approval.id}/decide"
+    form = {"verdict": "approve", "input_hash": approval.input_hash, "note": ""}
+    attempts = [
+        await post_form(url, form, cookie=bob),
+        await post_form(url, form | {"csrf": others}, cookie=bob),
+        await post_form(
+            url, form | {"csrf": csrf_of(page)}, cookie=bob, sec_fetch_site="cross-site"
+        ),
+    ]
+    assert [a.status for a in attempts] == [403, 403, 403]
+    assert (await stack.approval(approval.id)).status == PENDING
+    ok = await post_form(
+        url, form | {"csrf": csrf_of(page)}, cookie=bob, sec_fetch_site="same-origin"
+    )
+    assert ok.status == 303
+    assert ok.headers["location"] == f"/approvals/{approval.id}"
+    assert (await stack.approval(approval.id)).status == types_pb2.APPROVAL_STATUS_APPROVED
+
+
+async def test_header_authenticated_decisions_need_a_token_bound_to_the_identity(
+    stack: Stack,
+) -> None:
+    approval = await stack.request_refund(830, "o-1007")
+    await stack.seen_by_inbox(approval.id)
+    url = stack.url + f"/approvals/{approval.id}/decide"
+    token = csrf_of(await get(stack.url + f"/approvals/{approval.id}", **bearer("bob")))
+    form = {"verdict": "reject", "input_hash": approval.input_hash, "csrf": token}
+    assert (await post_form(url, form, **bearer("carol"))).status == 403
+    assert (await post_form(url, form, **bearer("bob"))).status == 303
+
+
+async def test_the_gateway_refuses_a_decision_on_a_hash_the_approver_did_not_see(
+    stack: Stack,
+) -> None:
+    approval = await stack.request_refund(840, "o-1008")
+    await stack.seen_by_inbox(approval.id)
+    page = await get(stack.url + f"/approvals/{approval.id}", **bearer("bob"))
+    reply = await post_form(
+        stack.url + f"/approvals/{approval.id}/decide",
+        {
+            "verdict": "approve",
+            "input_hash": "0" * 64,
+            "csrf": csrf_of(page),
+            "note": "<i>kept</i>",
+        },
+        **bearer("bob"),
+    )
+    assert reply.status == 409
+    assert "APPROVAL_INPUT_MISMATCH" in reply.body
+    assert "&lt;i&gt;kept&lt;/i&gt;</textarea>" in reply.body  # the note survives, escaped
+    assert (await stack.approval(approval.id)).status == PENDING
+
+
+def _first_change(
+    url: str, headers: dict[str, str], ready: asyncio.Event, loop: asyncio.AbstractEventLoop
+) -> dict[str, object]:
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+    try:
+        conn.request("GET", parts.path + "?" + parts.query, headers=headers)
+        reply = conn.getresponse()
+        assert reply.status == 200
+        assert reply.getheader("content-type", "").startswith("text/event-stream")
+        loop.call_soon_threadsafe(ready.set)
+        while True:
+            line = reply.readline().decode()
+            if line.startswith("data: "):
+                return dict(orjson.loads(line.removeprefix("data: ")))
+    finally:
+        conn.close()
+
+
+async def test_live_updates_name_only_approvals_the_viewer_may_see(stack: Stack) -> None:
+    version = stack.inbox.inbox.book.version
+    ready = asyncio.Event()
+    reader = asyncio.ensure_future(
+        asyncio.to_thread(
+            _first_change,
+            f"{stack.url}/events?since={version}",
+            bearer("bob"),
+            ready,
+            asyncio.get_running_loop(),
+        )
+    )
+    await asyncio.wait_for(ready.wait(), 5)
+    hidden = await stack.request("admin.orders.purge", {"older_than_days": 30}, actor="root")
+    await stack.seen_by_inbox(hidden.id)
+    shown = await stack.request_refund(850, "o-1009")
+    change = await asyncio.wait_for(reader, 10)
+    assert change["ids"] == [shown.id]  # bob is no admin: the purge request is not named
+    assert set(change) == {"version", "ids"}  # ids only, never content

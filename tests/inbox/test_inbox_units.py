@@ -1,0 +1,158 @@
+"""Inbox parts on their own: session cookies and CSRF tokens, the inbox's own JWT, the approval
+book's merge order, visibility and filters, durations."""
+
+from __future__ import annotations
+
+import pytest
+
+from capgate.v1 import types_pb2
+from gateway.auth.jwt import JwtAuthenticator
+from gateway.inbox import views
+from gateway.inbox.admin import TokenMinter
+from gateway.inbox.book import ApprovalBook
+from gateway.inbox.session import SessionCodec, identity_binding, login_binding
+from gateway.inbox.settings import ServiceToken
+from gateway.inbox.web import safe_next
+from gateway.model import Actor
+from gateway.settings import JwtAuth, JwtKey
+
+SECRET = b"s" * 32
+BOB = Actor(id="bob", kind="user", issuer="idp", roles=("manager",))
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_session_cookie_reads_back_until_it_expires() -> None:
+    clock = Clock(1000.0)
+    codec = SessionCodec(SECRET, lifetime_s=3600, clock=clock)
+    value, session = codec.issue(BOB, not_after=1600.0)  # the token expires before the lifetime
+    assert session.expires_at == 1600.0
+    read = codec.read(value)
+    assert read is not None
+    assert read.actor.identity == ("idp", "bob")
+    assert read.actor.roles == ("manager",)
+    assert read.sid == session.sid
+    clock.now = 1600.0
+    assert codec.read(value) is None
+
+
+def test_a_cookie_from_another_secret_or_altered_is_refused() -> None:
+    codec = SessionCodec(SECRET, lifetime_s=3600)
+    value, _ = codec.issue(BOB, not_after=9e9)
+    assert SessionCodec(b"t" * 32, lifetime_s=3600).read(value) is None
+    payload, mac = value.split(".")
+    assert codec.read(f"{payload}x.{mac}") is None
+    assert codec.read(value + ".x") is None
+    assert codec.read("") is None
+    with pytest.raises(ValueError):
+        SessionCodec(b"short", lifetime_s=1)
+
+
+def test_csrf_tokens_are_bound_to_their_session_or_identity() -> None:
+    codec = SessionCodec(SECRET, lifetime_s=3600)
+    token = codec.csrf_token("sid:a")
+    assert codec.csrf_ok("sid:a", token)
+    assert not codec.csrf_ok("sid:b", token)
+    assert not codec.csrf_ok("sid:a", "")
+    carol = Actor(id="carol", kind="user", issuer="idp")
+    assert identity_binding(BOB) != identity_binding(carol)
+    assert codec.csrf_token(login_binding("n")) != codec.csrf_token("sid:n")
+
+
+def test_the_inbox_mints_a_token_the_admin_listener_accepts_and_reuses_it() -> None:
+    clock = Clock(1_700_000_000.0)
+    secret = "k" * 40
+    minter = TokenMinter(
+        ServiceToken(
+            issuer="idp",
+            subject="capgate-inbox",
+            audience="admin",
+            kid="hs1",
+            secret=secret,
+            lifetime_s=300,
+        ),
+        clock=clock,
+    )
+    verifier = JwtAuthenticator(
+        JwtAuth(keys=(JwtKey("hs1", "HS256", secret),), issuers=("idp",), audience="admin"),
+        clock=clock,
+    )
+    first = minter.bearer()
+    actor = verifier.authenticate([("authorization", f"Bearer {first}")], {}, "")
+    assert (actor.issuer, actor.id, actor.kind, actor.roles) == (
+        "idp",
+        "capgate-inbox",
+        "service",
+        (),
+    )
+    clock.now += 100
+    assert minter.bearer() == first
+    clock.now += 100  # past half the lifetime: a fresh token
+    assert minter.bearer() != first
+    with pytest.raises(ValueError):
+        TokenMinter(ServiceToken(issuer="i", subject="s", audience="a", secret="short"))
+    with pytest.raises(ValueError):
+        TokenMinter(ServiceToken(issuer="i", subject="s", audience="a", alg="ES256"))
+
+
+def approval(
+    status: int, *, roles: tuple[str, ...] = ("manager",), risk: str = "high", decided: int = 0
+) -> types_pb2.Approval:
+    a = types_pb2.Approval(
+        id="a1",
+        capability_id="orders.refund",
+        status=status,
+        risk=risk,  # type: ignore[arg-type]
+        approvers=types_pb2.ApproverConstraint(roles=roles),
+    )
+    if decided:
+        a.decided_at.seconds = decided
+    return a
+
+
+def test_the_book_keeps_the_later_lifecycle_state_whatever_the_arrival_order() -> None:
+    book = ApprovalBook(client=None, history_limit=10)  # type: ignore[arg-type]
+    assert book.merge(approval(types_pb2.APPROVAL_STATUS_APPROVED, decided=5))
+    version = book.version
+    assert not book.merge(approval(types_pb2.APPROVAL_STATUS_PENDING))  # a stale listing
+    assert not book.merge(approval(types_pb2.APPROVAL_STATUS_APPROVED, decided=5))
+    assert book.version == version
+    assert book.merge(approval(types_pb2.APPROVAL_STATUS_EXECUTED, decided=5))
+    assert [a.id for a in book.changed_since(version)] == ["a1"]
+    assert book.pending() == []
+    assert len(book.history()) == 1
+
+
+def test_the_book_keeps_only_the_newest_history() -> None:
+    book = ApprovalBook(client=None, history_limit=2)  # type: ignore[arg-type]
+    for n in range(4):
+        a = approval(types_pb2.APPROVAL_STATUS_REJECTED, decided=100 + n)
+        a.id = f"a{n}"
+        book.merge(a)
+    assert [a.id for a in book.history()] == ["a3", "a2"]
+
+
+def test_visibility_and_filters() -> None:
+    refund = approval(types_pb2.APPROVAL_STATUS_PENDING, roles=("manager",), risk="high")
+    purge = approval(types_pb2.APPROVAL_STATUS_PENDING, roles=("admin", "manager"), risk="critical")
+    assert views.visible(BOB, refund, ["auditor"])
+    assert not views.visible(BOB, purge, ["auditor"])
+    auditor = Actor(id="a", kind="user", issuer="idp", roles=("auditor",))
+    assert views.visible(auditor, purge, ["auditor"])
+    only = views.Filters.parse("", "critical")
+    assert only.keep(purge)
+    assert not only.keep(refund)
+    assert views.Filters.parse("x", "<script>").risk == ""
+
+
+def test_durations_and_return_paths_read_well_and_stay_on_site() -> None:
+    assert [views.span(s) for s in (5, 192, 7500, 273600)] == ["5s", "3m 12s", "2h 5m", "3d 4h"]
+    assert safe_next("/approvals/a1") == "/approvals/a1"
+    for hostile in ("//evil.example", "https://evil.example", "/\\evil", "javascript:x", None):
+        assert safe_next(hostile) == "/"

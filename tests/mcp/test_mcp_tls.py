@@ -1,0 +1,56 @@
+"""An MCP listener with TLS: served over https, and its challenge and metadata say so."""
+
+from __future__ import annotations
+
+import dataclasses
+import ssl
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from gateway.mcp.server import envelope_limits, start_mcp_listener
+from gateway.settings import TlsSettings
+from tests.auth.authkit import cert_pem, issue, make_ca
+from tests.mcp.mcpkit import ACCEPT, McpEnv, bearer, request
+
+pytestmark = pytest.mark.integration
+
+
+async def test_a_tls_listener_serves_https_and_its_metadata_says_so(
+    mcp_env: McpEnv, tmp_path: Path
+):
+    ca = make_ca()
+    cert, key = issue(ca, "capgate", ips=("127.0.0.1",)).write(tmp_path, "mcp")
+    trust = ssl.create_default_context(cadata=cert_pem(ca.cert).decode())
+    gw = mcp_env.gw
+    plain = next(x for x in gw.settings.listeners if x.name == "mcp")
+    listener = dataclasses.replace(plain, name="mcp-tls", tls=TlsSettings(cert, key))
+    served = await start_mcp_listener(
+        listener, lambda: gw.holder.current, gw.runtime, limits=envelope_limits(gw.settings)
+    )
+    base = f"https://127.0.0.1:{served.port}"
+    hello = request(
+        1,
+        "initialize",
+        {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "tls", "version": "1"},
+        },
+    )
+    try:
+        async with httpx2.AsyncClient(verify=trust, timeout=20) as http:
+            refused = await http.post(f"{base}/mcp", json=hello, headers={"accept": ACCEPT})
+            metadata = f"{base}/.well-known/oauth-protected-resource/mcp"
+            assert refused.headers["www-authenticate"] == f'Bearer resource_metadata="{metadata}"'
+            assert (await http.get(metadata)).json()["resource"] == f"{base}/mcp"
+            accepted = await http.post(
+                f"{base}/mcp",
+                json=hello,
+                headers={"accept": ACCEPT, "authorization": bearer("alice")},
+            )
+            assert accepted.status_code == 200
+            assert accepted.json()["result"]["protocolVersion"] == "2025-11-25"
+    finally:
+        await served.stop(0.5)
