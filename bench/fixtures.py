@@ -181,6 +181,7 @@ def gateway_config(
     hmac_key: str,
     audit: str = "best_effort",
     prometheus: str | None = None,
+    ports: tuple[int, int] = (0, 0),
 ) -> dict[str, Any]:
     """The production-shaped config (DESIGN §11): JSON-native upstream, JWT with the verified
     token cached (TCP) and trusted-local (unix socket), tracing on but unsampled (the sampler
@@ -212,7 +213,7 @@ def gateway_config(
         "listeners": [
             {
                 "name": "agents",
-                "address": "127.0.0.1:0",
+                "address": f"127.0.0.1:{ports[0]}",
                 "surface": "agent",
                 "auth": "jwt",
                 "jwt": jwt_block,
@@ -225,7 +226,7 @@ def gateway_config(
             },
             {
                 "name": "admin",
-                "address": "127.0.0.1:0",
+                "address": f"127.0.0.1:{ports[1]}",
                 "surface": "admin",
                 "role": "admin",
                 "auth": "jwt",

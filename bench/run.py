@@ -58,7 +58,7 @@ class Mode:
 MODES = {
     "full": Mode("full", (1, 16, 64), 8.0, 60_000, 300, 3.0, True, True),
     "quick": Mode("quick", (1, 16, 64), 1.0, 6_000, 50, 0.5, True, False),
-    "tiny": Mode("tiny", (1, 16, 64), 0.5, 30, 3, 0.05, False, False),
+    "tiny": Mode("tiny", (1, 64), 0.5, 30, 3, 0.05, False, False),
 }
 
 
@@ -277,7 +277,7 @@ def run(mode: Mode, out_dir: Path) -> dict[str, Any]:
         secret, hmac_key = fixtures.new_secret(), fixtures.new_secret()
         prom = {name: free_port() for name in ("a", "off", "strict")}
 
-        def config(name: str, audit: str, prometheus: bool = True) -> Path:
+        def config(name: str, audit: str, *, workers: bool = False) -> Path:
             gw_dir = run_dir / name
             gw_dir.mkdir()
             cfg = fixtures.gateway_config(
@@ -287,7 +287,9 @@ def run(mode: Mode, out_dir: Path) -> dict[str, Any]:
                 secret=secret,
                 hmac_key=hmac_key,
                 audit=audit,
-                prometheus=f"127.0.0.1:{prom[name]}" if prometheus else None,
+                prometheus=None if workers else f"127.0.0.1:{prom[name]}",
+                # Fixed ports let every worker bind at once (port 0 makes them take turns).
+                ports=(free_port(), free_port()) if workers else (0, 0),
             )
             return fixtures.write_config(gw_dir / "gateway.yaml", cfg)
 
@@ -297,15 +299,13 @@ def run(mode: Mode, out_dir: Path) -> dict[str, Any]:
             "off": procs.gateway(run_dir, "gw-off", config("off", "off"), env=env),
             "strict": procs.gateway(run_dir, "gw-strict", config("strict", "strict"), env=env),
             "w2": procs.gateway(
-                run_dir, "gw-w2", config("w2", "best_effort", False), workers=2, env=env
+                run_dir, "gw-w2", config("w2", "best_effort", workers=True), workers=2, env=env
             ),
         }
+        started += [p.proc for p in pending.values()]  # stopped even if one fails to start
         px = procs.proxy(run_dir, upstream)
         started.append(px)
-        gws = {}
-        for name, p in pending.items():
-            gws[name] = p.wait()
-            started.append(gws[name])
+        gws = {name: p.wait() for name, p in pending.items()}
         opa_port = None
         if opa_binary is not None:
             opa_proc, opa_port = procs.opa(run_dir, opa_binary, fixtures.HERE / "opa")

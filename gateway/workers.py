@@ -237,21 +237,30 @@ def supervise(args: argparse.Namespace) -> int:
         signal.signal(sig, group.on_signal)
     with tempfile.TemporaryDirectory(prefix="capgate-workers-") as private:
         key_file = None if settings.actor_token.key_file else _write_key(private)
+        # Fixed ports: every worker binds at once. Port 0: worker 0 binds first and the
+        # others join the port it got.
         ports: dict[str, int] = {}
+        batches = [[0], list(range(1, args.workers))]
+        if not any(x.address.endswith(":0") for x in settings.listeners if shared(x)):
+            batches = [list(range(args.workers))]
         first: dict[str, Any] = {}
-        for index in range(args.workers):
-            ready = Path(private) / f"worker-{index}.json"
-            proc = subprocess.Popen(_argv(args, index, ready, key_file, ports))
-            group.procs.append(proc)
-            data = group.wait_ready(proc, ready)
-            if data is None:
-                if not group.stopping:
-                    log.error("worker %d did not become ready; stopping", index)
-                group.stop(args.grace)
-                return 0 if group.stopping else 1
-            if index == 0:
-                first = data
-                ports = {k: int(v) for k, v in data.get("ports", {}).items()}
+        for batch in batches:
+            started = []
+            for index in batch:
+                ready = Path(private) / f"worker-{index}.json"
+                proc = subprocess.Popen(_argv(args, index, ready, key_file, ports))
+                group.procs.append(proc)
+                started.append((index, proc, ready))
+            for index, proc, ready in started:
+                data = group.wait_ready(proc, ready)
+                if data is None:
+                    if not group.stopping:
+                        log.error("worker %d did not become ready; stopping", index)
+                    group.stop(args.grace)
+                    return 0 if group.stopping else 1
+                if index == 0:
+                    first = data
+                    ports = {k: int(v) for k, v in data.get("ports", {}).items()}
         if args.ready_file:
             pids = [p.pid for p in group.procs]
             Path(args.ready_file).write_text(

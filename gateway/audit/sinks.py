@@ -106,12 +106,15 @@ class AuditLog:
         buffer: int = 10_000,
         batch: int = 256,
         strict_timeout_s: float = 5.0,
+        linger_s: float = 0.005,
     ):
         self.sinks = list(sinks)
         self.dropped = 0
         self.strict_timeout_s = strict_timeout_s
         self._queue: asyncio.Queue[_Item] = asyncio.Queue(maxsize=buffer)
         self._batch = batch
+        self._linger_s = linger_s
+        self._now = asyncio.Event()  # set: write without lingering (strict write, flush)
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -148,6 +151,7 @@ class AuditLog:
             self._drop("buffer", "overflow", 1)
             raise AuditUnavailable("buffer full") from None
         self._ensure_started()
+        self._now.set()
         try:
             await asyncio.wait_for(asyncio.shield(done), self.strict_timeout_s)
         except TimeoutError:
@@ -157,6 +161,12 @@ class AuditLog:
         queue = self._queue
         while True:
             batch = [await queue.get()]
+            if self._linger_s and not self._now.is_set() and queue.qsize() < self._batch:
+                # Best effort: let a few milliseconds of events share one write (one Redis
+                # round trip for many calls); a strict write or a flush cuts this short.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._now.wait(), self._linger_s)
+            self._now.clear()
             while len(batch) < self._batch and not queue.empty():
                 batch.append(queue.get_nowait())
             try:
@@ -198,11 +208,13 @@ class AuditLog:
                 self.start()
             except RuntimeError:
                 return
+        self._now.set()
         await self._queue.join()
 
     async def close(self, timeout_s: float = 5.0) -> None:
         """Drain what is buffered (bounded by `timeout_s`), stop, close file sinks."""
         if self._task is not None:
+            self._now.set()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._queue.join(), timeout_s)
             self._task.cancel()

@@ -45,6 +45,11 @@ async def test_describe_lists_what_alice_may_see_and_hides_admin_capabilities(
     assert sorted(refund.input_schema["required"]) == ["amount", "order_id"]
 
 
+async def test_an_admin_sees_the_admin_capability_others_do_not(stack: dict[str, Any]) -> None:
+    async with AsyncClient(stack["agents"], token=stack["tokens"]["root"]) as root:
+        assert "admin.orders.purge" in await root.describe()
+
+
 async def test_invoke_completes_with_native_output_and_exact_64_bit_integers(
     alice: AsyncClient,
 ) -> None:

@@ -198,7 +198,8 @@ def _unary(behavior: Callable[..., Any], admit: _Admit) -> Callable[..., Awaitab
     async def wrapped(request: Any, context: Any) -> Any:
         token = await admit(context)
         try:
-            return await behavior(request, context)
+            result = behavior(request, context)
+            return await result if inspect.isawaitable(result) else result
         finally:
             _current.reset(token)
 

@@ -60,6 +60,16 @@ describe("against the shared stack", () => {
         assert.deepEqual([...schema.required].sort(), ["amount", "order_id"]);
         assert.ok("amount" in schema.properties);
     });
+    test("an admin sees the admin capability that others do not", async () => {
+        const root = CapgateClient.connect({ target: stack.agents, token: stack.tokens.root });
+        try {
+            const { capabilities } = await root.describe();
+            assert.ok(capabilities.some((c) => c.id === "admin.orders.purge"));
+        }
+        finally {
+            root.close();
+        }
+    });
     test("invoke completes with the output as a native object", async () => {
         const outcome = await alice.invoke("orders.get", { order_id: "o-1001" });
         assert.equal(outcome.kind, "completed", JSON.stringify(outcome));

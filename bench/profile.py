@@ -1,0 +1,123 @@
+"""`python -m bench.profile`: where a governed call spends its time, function by function.
+
+Runs the production-shaped gateway in this process under cProfile (upstream, Redis and the load
+generator are separate processes), drives `bench.p3` (3 policies, validation, audit to Redis)
+for a fixed time, and writes bench/out/profile.txt (and the raw profile.pstats): functions ranked by their own time and by
+cumulative time, each as µs per governed call. cProfile inflates pure-Python call overhead; use
+the ranking, and take absolute µs from report.json's per-stage figures (measured unprofiled).
+
+    python -m bench.profile [--seconds 10] [--concurrency 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import cProfile
+import io
+import os
+import pstats
+import tempfile
+from pathlib import Path
+
+import uvloop
+
+from bench import fixtures, procs
+from gateway.config.loader import load_settings
+from gateway.redis_server import RedisProcess
+from gateway.serve import start
+
+OUT = Path(__file__).parent / "out" / "profile.txt"
+
+
+def _table(stats: pstats.Stats, key: str, calls: int, limit: int) -> str:
+    """Top `limit` functions by `key` ('tottime' or 'cumtime') in µs per governed call."""
+    rows = []
+    for (path, line, func), (_cc, ncalls, tottime, cumtime, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        value = tottime if key == "tottime" else cumtime
+        rows.append((value, ncalls, tottime, cumtime, f"{Path(path).name}:{line}({func})"))
+    rows.sort(reverse=True)
+    out = [f"{'own µs/call':>12} {'cum µs/call':>12} {'calls/call':>10}  function"]
+    for _value, ncalls, tottime, cumtime, where in rows[:limit]:
+        out.append(
+            f"{tottime / calls * 1e6:12.1f} {cumtime / calls * 1e6:12.1f} "
+            f"{ncalls / calls:10.2f}  {where}"
+        )
+    return "\n".join(out)
+
+
+async def profile(seconds: float, concurrency: int) -> str:
+    run_dir = Path(tempfile.mkdtemp(prefix="cgp-"))
+    redis = RedisProcess(run_dir / "redis").start()
+    up = procs.upstream(run_dir)
+    generator = procs.Generator(run_dir)
+    os.environ.update(procs.gateway_env(run_dir))
+    secret = fixtures.new_secret()
+    config = fixtures.write_config(
+        run_dir / "gateway.yaml",
+        fixtures.gateway_config(
+            run_dir=run_dir,
+            upstream=f"127.0.0.1:{up.ready['port']}",
+            redis_url=redis.url,
+            secret=secret,
+            hmac_key=fixtures.new_secret(),
+        ),
+    )
+    gw = await start(load_settings(config))
+    try:
+        job = {
+            "kind": "unary",
+            "target": f"127.0.0.1:{gw.ports()['agents']}",
+            "method": "/capgate.v1.CapabilityGateway/Invoke",
+            "request": base64.b64encode(fixtures.invoke_request("bench.p3")).decode(),
+            "metadata": fixtures.bearer(secret, fixtures.AGENT, "capgate"),
+            "check": "invoke",
+            "expect": "completed",
+            "concurrency": concurrency,
+        }
+        await asyncio.to_thread(generator.run, {**job, "count": 2000, "seconds": 3})  # warm-up
+        profiler = cProfile.Profile()
+        profiler.enable()
+        result = await asyncio.to_thread(generator.run, {**job, "count": 10**6, "seconds": seconds})
+        profiler.disable()
+    finally:
+        generator.stop()
+        await gw.stop(0.5)
+        up.stop()
+        redis.stop()
+    calls = int(result["calls"])
+    if calls == 0 or result.get("errors") or result.get("bad"):
+        raise SystemExit(f"profile run failed: {result}")
+    profiler.dump_stats(str(OUT.with_suffix(".pstats")))  # for pstats/snakeviz digging
+    stats = pstats.Stats(profiler, stream=io.StringIO())
+    return "\n".join(
+        [
+            f"governed Invoke (bench.p3), {concurrency} in flight, {calls} calls in "
+            f"{result['elapsed_s']} s under cProfile ({result['calls_per_s']} calls/s, "
+            f"p50 {result['p50_ms']} ms); figures are per governed call",
+            "",
+            "== by own time ==",
+            _table(stats, "tottime", calls, 45),
+            "",
+            "== by cumulative time ==",
+            _table(stats, "cumtime", calls, 70),
+            "",
+        ]
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--concurrency", type=int, default=16)
+    args = parser.parse_args()
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    text = uvloop.run(profile(args.seconds, args.concurrency))
+    OUT.write_text(text)
+    print(text)
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,252 @@
+"""`capgate approvals` — list, show, approve, reject and watch approvals over ApprovalAdmin.
+
+    capgate approvals list [--status pending ...] [--capability ID] [--requester ID] [--all-pages]
+    capgate approvals show ID
+    capgate approvals approve ID --hash HASH [--note TEXT]
+    capgate approvals reject ID [--hash HASH] [--note TEXT]
+    capgate approvals watch [--after EVENT_ID]
+
+Connection: `--admin HOST:PORT` (default 127.0.0.1:7444, or a unix:// address), a bearer JWT
+from `--token` or $CAPGATE_TOKEN, TLS unless `--insecure` (plaintext, for loopback and unix
+sockets). `--format json` prints protobuf JSON (one object per line for watch).
+Exit codes: 0 success, 1 the gateway refused (error printed), 2 usage, 3 transport failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+import grpc
+import orjson
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from capgate.v1 import admin_pb2, admin_pb2_grpc, types_pb2
+
+_OK, _REFUSED, _USAGE, _TRANSPORT = 0, 1, 2, 3
+_STATUSES = ("pending", "approved", "rejected", "expired", "consumed", "executed")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="capgate approvals", description=__doc__.split("\n")[0])
+    p.add_argument("--admin", default=os.environ.get("CAPGATE_ADMIN", "127.0.0.1:7444"))
+    p.add_argument("--token", default=None, help="bearer JWT (default: $CAPGATE_TOKEN)")
+    p.add_argument("--insecure", action="store_true", help="plaintext (loopback / unix only)")
+    p.add_argument("--ca", default=None, help="PEM file of CAs trusted for the admin listener")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds per unary call")
+    sub = p.add_subparsers(dest="command", required=True)
+    ls = sub.add_parser("list", help="approvals you may decide (pending by default)")
+    ls.add_argument("--status", action="append", choices=_STATUSES, default=[])
+    ls.add_argument("--capability", default="")
+    ls.add_argument("--requester", default="")
+    ls.add_argument("--page-size", type=int, default=50)
+    ls.add_argument("--all-pages", action="store_true")
+    show = sub.add_parser("show", help="one approval, with its (redacted) input and full hash")
+    show.add_argument("id")
+    for name in ("approve", "reject"):
+        cmd = sub.add_parser(name, help=f"{name} an approval")
+        cmd.add_argument("id")
+        cmd.add_argument(
+            "--hash",
+            required=name == "approve",
+            default="",
+            help="the input hash you reviewed (from `show`)",
+        )
+        cmd.add_argument("--note", default="")
+    watch = sub.add_parser("watch", help="stream approval events")
+    watch.add_argument("--after", default="", help="event id to continue after")
+    return p
+
+
+def _channel(args: argparse.Namespace) -> grpc.Channel:
+    if args.insecure:
+        return grpc.insecure_channel(args.admin)
+    roots = Path(args.ca).read_bytes() if args.ca else None
+    return grpc.secure_channel(args.admin, grpc.ssl_channel_credentials(root_certificates=roots))
+
+
+def _metadata(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
+    token = args.token or os.environ.get("CAPGATE_TOKEN", "")
+    return (("authorization", f"Bearer {token}"),) if token else ()
+
+
+def _time(stamp: Timestamp) -> str:
+    if not stamp.seconds and not stamp.nanos:
+        return "-"
+    return datetime.fromtimestamp(stamp.seconds, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _status(approval: types_pb2.Approval) -> str:
+    name = str(types_pb2.ApprovalStatus.Name(approval.status))
+    return name.removeprefix("APPROVAL_STATUS_").lower()
+
+
+def _who(actor: types_pb2.Actor) -> str:
+    return f"{actor.id} ({actor.issuer})" if actor.issuer else actor.id or "-"
+
+
+def _json(message: Message, out: TextIO) -> None:
+    data = MessageToDict(message, preserving_proto_field_name=True)
+    out.write(orjson.dumps(data).decode() + "\n")
+
+
+def _table(approvals: Sequence[types_pb2.Approval], out: TextIO) -> None:
+    rows = [("ID", "CAPABILITY", "STATUS", "REQUESTER", "EXPIRES", "HASH")]
+    rows += [
+        (a.id, a.capability_id, _status(a), a.requester.id, _time(a.expires_at), a.input_hash[:12])
+        for a in approvals
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        out.write("\n")
+
+
+def _details(a: types_pb2.Approval, out: TextIO) -> None:
+    fields = [
+        ("id", a.id),
+        ("capability", a.capability_id),
+        ("status", _status(a)),
+        ("surface", a.surface),
+        ("requester", _who(a.requester)),
+        ("approvers must hold", ", ".join(a.approvers.roles)),
+        ("risk", a.risk),
+        ("side effect", a.side_effect),
+        ("reasons", "; ".join(a.reasons)),
+        ("created", _time(a.created_at)),
+        ("expires", _time(a.expires_at)),
+        ("decided", _time(a.decided_at)),
+        ("decided by", _who(a.decided_by) if a.HasField("decided_by") else "-"),
+        ("via", _who(a.decided_via) if a.HasField("decided_via") else "-"),
+        ("note", a.decision_note or "-"),
+        ("input hash", a.input_hash),
+        ("input", a.input_json or "(not shown)"),
+    ]
+    for name, value in fields:
+        out.write(f"{name + ':':<21}{value}\n")
+
+
+def _refused(error: types_pb2.CapabilityError) -> int:
+    code = types_pb2.ErrorCode.Name(error.code).removeprefix("ERROR_CODE_")
+    retry = " (retryable)" if error.retryable else ""
+    sys.stderr.write(f"refused: {code}: {error.message}{retry}\n")
+    return _REFUSED
+
+
+def _pages(
+    stub: admin_pb2_grpc.ApprovalAdminStub, args: argparse.Namespace, statuses: Sequence[str]
+) -> Iterator[admin_pb2.ListApprovalsResponse]:
+    request = admin_pb2.ListApprovalsRequest(
+        statuses=[types_pb2.ApprovalStatus.Value(f"APPROVAL_STATUS_{s.upper()}") for s in statuses],
+        capability_id=getattr(args, "capability", ""),
+        requester_id=getattr(args, "requester", ""),
+        page_size=getattr(args, "page_size", 200),
+    )
+    while True:
+        reply = stub.ListApprovals(request, metadata=_metadata(args), timeout=args.timeout)
+        yield reply
+        if reply.HasField("error") or not reply.next_page_token:
+            return
+        request.page_token = reply.next_page_token
+
+
+def _list(stub: admin_pb2_grpc.ApprovalAdminStub, args: argparse.Namespace) -> int:
+    found: list[types_pb2.Approval] = []
+    for reply in _pages(stub, args, args.status or ["pending"]):
+        if reply.HasField("error"):
+            return _refused(reply.error)
+        found.extend(reply.approvals)
+        # Pages may be short (the server bounds the work per call): fill one screenful.
+        if not args.all_pages and len(found) >= args.page_size:
+            if reply.next_page_token and args.format == "table":
+                sys.stderr.write("more results: use --all-pages\n")
+            break
+    if args.format == "json":
+        for approval in found:
+            _json(approval, sys.stdout)
+    else:
+        _table(found, sys.stdout)
+    return _OK
+
+
+def _show(stub: admin_pb2_grpc.ApprovalAdminStub, args: argparse.Namespace) -> int:
+    # ApprovalAdmin has no single-record read: walk every status the caller may see.
+    for reply in _pages(stub, args, _STATUSES):
+        if reply.HasField("error"):
+            return _refused(reply.error)
+        for approval in reply.approvals:
+            if approval.id == args.id:
+                (_json if args.format == "json" else _details)(approval, sys.stdout)
+                return _OK
+    sys.stderr.write(f"refused: APPROVAL_NOT_FOUND: no approval {args.id} that you may see\n")
+    return _REFUSED
+
+
+def _decide(stub: admin_pb2_grpc.ApprovalAdminStub, args: argparse.Namespace) -> int:
+    verdict = admin_pb2.VERDICT_APPROVE if args.command == "approve" else admin_pb2.VERDICT_REJECT
+    request = admin_pb2.DecideApprovalRequest(
+        approval_id=args.id, verdict=verdict, note=args.note, input_hash=args.hash
+    )
+    reply = stub.DecideApproval(request, metadata=_metadata(args), timeout=args.timeout)
+    if reply.HasField("error"):
+        return _refused(reply.error)
+    if args.format == "json":
+        _json(reply.approval, sys.stdout)
+    else:
+        sys.stdout.write(f"{reply.approval.id}: {_status(reply.approval)}\n")
+    return _OK
+
+
+def _watch(stub: admin_pb2_grpc.ApprovalAdminStub, args: argparse.Namespace) -> int:
+    request = admin_pb2.WatchApprovalsRequest(after_event_id=args.after)
+    for event in stub.WatchApprovals(request, metadata=_metadata(args)):
+        if args.format == "json":
+            _json(event, sys.stdout)
+        else:
+            a = event.approval
+            sys.stdout.write(
+                f"{event.event_id}  {event.type:<9}  {a.id}  {a.capability_id}  {_status(a)}\n"
+            )
+        sys.stdout.flush()
+    return _OK
+
+
+_COMMANDS: dict[str, Any] = {
+    "list": _list,
+    "show": _show,
+    "approve": _decide,
+    "reject": _decide,
+    "watch": _watch,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    try:
+        with _channel(args) as channel:
+            return int(_COMMANDS[args.command](admin_pb2_grpc.ApprovalAdminStub(channel), args))
+    except grpc.RpcError as exc:
+        code = exc.code() if isinstance(exc, grpc.Call) else None
+        if code == grpc.StatusCode.OUT_OF_RANGE:
+            sys.stderr.write("watch position no longer available: list approvals, then watch\n")
+        else:
+            name = code.name if code else "UNKNOWN"
+            details = exc.details() if isinstance(exc, grpc.Call) else ""
+            sys.stderr.write(f"admin call failed: {name}: {details}\n")
+        return _TRANSPORT
+    except KeyboardInterrupt:
+        return _OK
+    except OSError as exc:
+        sys.stderr.write(f"capgate approvals: {exc.strerror or exc}\n")
+        return _USAGE

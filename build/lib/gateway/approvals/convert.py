@@ -1,0 +1,92 @@
+"""Approval records and errors as `capgate.v1` messages.
+
+`to_proto` is the default view: the input appears only when asked (ApprovalAdmin) and then only
+after the capability's `redact.approval_input` rules (DESIGN §12: what approvers see is redacted
+server-side). The requester's view never carries the input.
+"""
+
+from __future__ import annotations
+
+import math
+
+import orjson
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from capgate.v1 import types_pb2
+from gateway.approvals.records import ApprovalRecord
+from gateway.errors import CapabilityError
+from gateway.model import Actor
+from gateway.redact import Redactor
+
+
+def _timestamp(seconds: float) -> Timestamp:
+    whole = math.floor(seconds)
+    return Timestamp(seconds=whole, nanos=min(round((seconds - whole) * 1e9), 999_999_999))
+
+
+def actor_to_proto(actor: Actor) -> types_pb2.Actor:
+    return types_pb2.Actor(id=actor.id, issuer=actor.issuer, kind=actor.kind, roles=actor.roles)
+
+
+def actor_from_proto(message: types_pb2.Actor) -> Actor:
+    return Actor(
+        id=message.id,
+        issuer=message.issuer,
+        kind=message.kind or "user",
+        roles=tuple(message.roles),
+    )
+
+
+def status_name(record: ApprovalRecord) -> str:
+    """The proto enum name of the record's status (`APPROVAL_STATUS_PENDING`, ...)."""
+    return f"APPROVAL_STATUS_{record.status.value.upper()}"
+
+
+def to_proto(
+    record: ApprovalRecord, *, include_input: bool = False, redactor: Redactor | None = None
+) -> types_pb2.Approval:
+    """The record as an `Approval` message; `input_json` only with `include_input`."""
+    message = types_pb2.Approval(
+        id=record.id,
+        capability_id=record.capability_id,
+        status=status_name(record),
+        reasons=record.reasons,
+        message=record.message,
+        created_at=_timestamp(record.created_at),
+        expires_at=_timestamp(record.expires_at),
+        requester=actor_to_proto(record.requester),
+        decision_note=record.note,
+        input_hash=record.input_hash,
+        risk=record.risk,
+        side_effect=record.side_effect,
+        approvers=types_pb2.ApproverConstraint(roles=record.approver_roles),
+        requesting_execution_id=record.requesting_execution_id,
+        resumed_execution_id=record.resumed_execution_id,
+        surface=record.surface,
+    )
+    if record.decided_at is not None:
+        message.decided_at.CopyFrom(_timestamp(record.decided_at))
+    if record.decided_by is not None:
+        message.decided_by.CopyFrom(actor_to_proto(record.decided_by))
+    if record.decided_via is not None:
+        message.decided_via.CopyFrom(actor_to_proto(record.decided_via))
+    if include_input:
+        shown = redactor.apply(record.input) if redactor else record.input
+        message.input_json = orjson.dumps(shown).decode()
+    return message
+
+
+def error_to_proto(error: CapabilityError) -> types_pb2.CapabilityError:
+    """The public face of a governed failure: code, stage, public message, flags, issues.
+
+    `reason` and `details` stay server-side (SI-9).
+    """
+    return types_pb2.CapabilityError(
+        code=types_pb2.ErrorCode.Value(f"ERROR_CODE_{error.code.value}"),
+        stage=error.spec.stage,
+        message=error.public_message,
+        retryable=error.is_retryable,
+        expose_to_model=error.exposed,
+        issues=[types_pb2.Issue(path=i.path, message=i.message) for i in error.issues],
+        executed_before_failure=error.executed,
+    )

@@ -1,0 +1,139 @@
+"""The approval event stream: published after each transition, read by Watch and WaitApproval.
+
+A capped Redis stream (`XADD MAXLEN ~`). Readers resume from an event id; when events after
+that id may have been trimmed — or the id is newer than anything the stream holds, as after a
+failover that lost writes — `WatchGap` tells the client to re-list (DESIGN §12: OUT_OF_RANGE).
+Blocking reads are chunked below the client's operation timeout so a quiet stream never looks
+like a dead Redis.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+from redis.exceptions import ResponseError
+
+from gateway.approvals.records import ApprovalRecord
+from gateway.redisconn import RedisClient, RedisPipeline
+
+BLOCK_CHUNK_MS: Final = 1000  # < the 2 s operation timeout of gateway.redisconn
+_BATCH: Final = 100
+_STREAM_ID = re.compile(r"(\d{1,20})-(\d{1,20})")
+
+EventId = tuple[int, int]
+
+
+class WatchGap(Exception):
+    """Events after the given id are no longer (or not yet) in the stream: re-list."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalEventRecord:
+    """One event; `record` is the record as it is now (None once its retention has passed)."""
+
+    event_id: str
+    type: str  # requested, approved, rejected, expired, consumed, executed
+    approval_id: str
+    record: ApprovalRecord | None
+
+
+@dataclass(frozen=True, slots=True)
+class RawEvent:
+    event_id: str
+    type: str
+    approval_id: str
+
+
+def parse_id(text: str) -> EventId:
+    """`"1700000000000-3"` -> (1700000000000, 3); a bare `"0"` is accepted as `0-0`."""
+    if text == "0":
+        return (0, 0)
+    match = _STREAM_ID.fullmatch(text)
+    if match is None:
+        raise ValueError("event ids look like <milliseconds>-<sequence>")
+    return (int(match.group(1)), int(match.group(2)))
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _gap(info: Any, cursor: EventId) -> bool:
+    """True when events after `cursor` may be missing (conservative at the trim edge)."""
+    if isinstance(info, ResponseError) or not info:  # no stream at all
+        return cursor > (0, 0)
+    last = parse_id(_text(info["last-generated-id"]))
+    if cursor > last:
+        return True  # an id this stream never issued: it lost writes (failover, restore)
+    if int(info["entries-added"]) <= int(info["length"]):
+        return False  # nothing was ever trimmed
+    first = info.get("first-entry")
+    if not first:
+        return cursor < last
+    # Trimming removes the oldest entries. A cursor before the oldest survivor may have missed
+    # some; when the cursor is exactly the last trimmed entry this answers a gap that is not
+    # one, and the client re-lists — the safe direction.
+    return cursor < parse_id(_text(first[0]))
+
+
+class EventLog:
+    """Publish to and read from the approval event stream."""
+
+    __slots__ = ("_key", "_maxlen", "_redis")
+
+    def __init__(self, redis: RedisClient, key: str, maxlen: int) -> None:
+        self._redis = redis
+        self._key = key
+        self._maxlen = maxlen
+
+    def queue(self, pipe: RedisPipeline, event_type: str, approval_id: str) -> None:
+        """Add the event to `pipe` (sent with the index updates of the same transition)."""
+        pipe.xadd(
+            self._key,
+            {"type": event_type, "id": approval_id},
+            maxlen=self._maxlen,
+            approximate=True,
+        )
+
+    async def tail(self) -> str:
+        """The newest event id, or "0-0" for an empty stream (the start of "only new events")."""
+        rows = await self._redis.xrevrange(self._key, count=1)
+        return _text(rows[0][0]) if rows else "0-0"
+
+    async def check(self, after: str) -> None:
+        """Raise WatchGap when events after `after` may be missing (before any blocking read)."""
+        try:
+            info: Any = await self._redis.xinfo_stream(self._key)
+        except ResponseError as exc:
+            info = exc  # no stream yet
+        if _gap(info, parse_id(after)):
+            raise WatchGap(after)
+
+    async def read(self, after: str, *, block_ms: int, checked: bool) -> list[RawEvent]:
+        """Events after `after`, waiting up to `block_ms`; `checked` raises WatchGap first."""
+        if not checked:
+            reply = await self._redis.xread({self._key: after}, count=_BATCH, block=block_ms)
+            return _rows(reply)
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.xinfo_stream(self._key)
+        pipe.xread({self._key: after}, count=_BATCH, block=block_ms)
+        info, reply = await pipe.execute(raise_on_error=False)
+        if isinstance(reply, BaseException):
+            raise reply
+        # The gap check sees the stream just before the read: anything trimmed past the cursor
+        # by then is reported; later trims only remove entries older than those being read.
+        if _gap(info, parse_id(after)):
+            raise WatchGap(after)
+        return _rows(reply)
+
+
+def _rows(reply: Any) -> list[RawEvent]:
+    out: list[RawEvent] = []
+    for _stream, entries in reply or ():
+        for event_id, fields in entries:
+            if not fields:
+                continue
+            out.append(RawEvent(_text(event_id), _text(fields[b"type"]), _text(fields[b"id"])))
+    return out

@@ -1,0 +1,168 @@
+"""Lua scripts for approval state transitions (DESIGN §7, §12).
+
+Every script touches exactly one key, `KEYS[1]`: a record (`{apr:<id>}`) or, for the pending
+cap, one actor's index. That keeps each transition atomic on one Redis Cluster slot. `now` is
+always an argument (ARGV[1]) — never `TIME` — so the clock is injectable and replicas replaying
+the script agree. Replies are `{code, changed, field, value, ...}`: `code` is "OK" or an error
+code name, `changed` is "1" when this call made the transition (the caller then emits the
+event and fixes the global indexes, exactly once), followed by the record's fields when the
+caller may see them.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# Shared helpers, prepended to each script.
+_PRELUDE = """
+local key = KEYS[1]
+local now = tonumber(ARGV[1])
+local function reply(code, changed)
+  local out = {code, changed}
+  local h = redis.call('HGETALL', key)
+  for i = 1, #h do out[#out + 1] = h[i] end
+  return out
+end
+local function is_live(status)
+  return status == 'pending' or status == 'approved'
+end
+"""
+
+# ARGV: now, ttl_ms, field, value, ...  — HSETs a new record unless the id exists.
+CREATE: Final = (
+    _PRELUDE
+    + """
+if redis.call('EXISTS', key) == 1 then return reply('EXISTS', '0') end
+for i = 3, #ARGV, 2 do redis.call('HSET', key, ARGV[i], ARGV[i + 1]) end
+redis.call('PEXPIRE', key, ARGV[2])
+return {'OK', '1'}
+"""
+)
+
+# ARGV: now. Marks a live record past its expiry `expired`.
+EXPIRE: Final = (
+    _PRELUDE
+    + """
+if redis.call('EXISTS', key) == 0 then return {'APPROVAL_NOT_FOUND', '0'} end
+local f = redis.call('HMGET', key, 'status', 'expires_at')
+if is_live(f[1]) and now > tonumber(f[2]) then
+  redis.call('HSET', key, 'status', 'expired')
+  return reply('OK', '1')
+end
+return reply('OK', '0')
+"""
+)
+
+# ARGV: 1 now, 2 verdict ('approved'|'rejected'), 3 approver issuer, 4 approver id,
+#       5 approver json, 6 via json ('' if none), 7 note, 8 input hash seen,
+#       9 reject_self ('1'|'0'), 10.. roles the approver holds.
+# Checks: who the approver is (roles, self) before what the record is, so that someone who may
+# not decide learns nothing about its state.
+DECIDE: Final = (
+    _PRELUDE
+    + """
+if redis.call('EXISTS', key) == 0 then return {'APPROVAL_NOT_FOUND', '0'} end
+local f = redis.call('HMGET', key, 'status', 'expires_at', 'req_iss', 'req_id',
+  'approver_roles', 'input_hash', 'dec_iss', 'dec_id')
+local held = {}
+for i = 10, #ARGV do held[ARGV[i]] = true end
+for _, role in ipairs(cjson.decode(f[5])) do
+  if not held[role] then return {'FORBIDDEN', '0'} end
+end
+if ARGV[9] == '1' and ARGV[3] == f[3] and ARGV[4] == f[4] then
+  return {'APPROVAL_SELF_APPROVAL', '0'}
+end
+local status = f[1]
+if status == 'expired' then return {'APPROVAL_EXPIRED', '0'} end
+if is_live(status) and now > tonumber(f[2]) then
+  redis.call('HSET', key, 'status', 'expired')
+  return reply('APPROVAL_EXPIRED', '1')
+end
+if status ~= 'pending' then
+  -- The same approver repeating the same verdict (a retry after a lost reply) is answered
+  -- with the record, not an error; anything else was decided by someone else or differently.
+  if status == ARGV[2] and f[7] == ARGV[3] and f[8] == ARGV[4] then return reply('OK', '0') end
+  return {'APPROVAL_ALREADY_DECIDED', '0'}
+end
+-- A rejection of whatever is pending is always safe; an approval must bind the input seen.
+if not (ARGV[2] == 'rejected' and ARGV[8] == '') and ARGV[8] ~= f[6] then
+  return {'APPROVAL_INPUT_MISMATCH', '0'}
+end
+redis.call('HSET', key, 'status', ARGV[2], 'decided_at', ARGV[1], 'decided_by', ARGV[5],
+  'dec_iss', ARGV[3], 'dec_id', ARGV[4], 'decided_via', ARGV[6], 'note', ARGV[7])
+return reply('OK', '1')
+"""
+)
+
+# ARGV: now, requester issuer, requester id, surface, execution id, reject_self ('1'|'0').
+# The order of checks is seed 001's resume order; another requester or surface gets exactly the
+# unknown-id answer (concealed, SI-8). SI-12: only `approved` becomes `consumed`, once.
+CONSUME: Final = (
+    _PRELUDE
+    + """
+if redis.call('EXISTS', key) == 0 then return {'APPROVAL_NOT_FOUND', '0'} end
+local f = redis.call('HMGET', key, 'status', 'expires_at', 'req_iss', 'req_id', 'surface',
+  'dec_iss', 'dec_id', 'resumed_execution_id')
+if f[3] ~= ARGV[2] or f[4] ~= ARGV[3] or f[5] ~= ARGV[4] then
+  return {'APPROVAL_NOT_FOUND', '0'}
+end
+local status = f[1]
+local changed = '0'
+if is_live(status) and now > tonumber(f[2]) then
+  redis.call('HSET', key, 'status', 'expired')
+  status = 'expired'
+  changed = '1'
+end
+if status == 'pending' then return {'APPROVAL_PENDING', '0'} end
+if status == 'rejected' then return {'APPROVAL_REJECTED', '0'} end
+if status == 'expired' then
+  if changed == '1' then return reply('APPROVAL_EXPIRED', '1') end
+  return {'APPROVAL_EXPIRED', '0'}
+end
+if status == 'consumed' and f[8] == ARGV[5] then return reply('OK', '0') end
+if status == 'consumed' or status == 'executed' then return reply('APPROVAL_CONSUMED', '0') end
+if ARGV[6] == '1' and f[6] == f[3] and f[7] == f[4] then
+  return {'APPROVAL_SELF_APPROVAL', '0'}
+end
+redis.call('HSET', key, 'status', 'consumed', 'consumed_at', ARGV[1],
+  'resumed_execution_id', ARGV[5])
+return reply('OK', '1')
+"""
+)
+
+# ARGV: now, execution id, envelope, outcome code. consumed → executed by the execution that
+# consumed it; repeating it is harmless (the first stored envelope stays).
+FINISH: Final = (
+    _PRELUDE
+    + """
+if redis.call('EXISTS', key) == 0 then return {'APPROVAL_NOT_FOUND', '0'} end
+local f = redis.call('HMGET', key, 'status', 'resumed_execution_id')
+if f[1] == 'executed' then return reply('OK', '0') end
+if f[1] ~= 'consumed' or f[2] ~= ARGV[2] then return {'APPROVAL_CONSUMED', '0'} end
+redis.call('HSET', key, 'status', 'executed', 'finished_at', ARGV[1],
+  'outcome_envelope', ARGV[3], 'outcome_code', ARGV[4])
+return reply('OK', '1')
+"""
+)
+
+# KEYS[1]: one actor's pending index (zset id -> expires_at).
+# ARGV: now, max pending, approval id, expires_at, key ttl ms. Drops entries past their expiry,
+# then admits the id when under the cap (idempotent for an id already admitted).
+RESERVE: Final = """
+local key = KEYS[1]
+redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. ARGV[1])
+if redis.call('ZSCORE', key, ARGV[3]) then return 1 end
+if redis.call('ZCARD', key) >= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', key, ARGV[4], ARGV[3])
+if redis.call('PTTL', key) < tonumber(ARGV[5]) then redis.call('PEXPIRE', key, ARGV[5]) end
+return 1
+"""
+
+ALL: Final[dict[str, str]] = {
+    "create": CREATE,
+    "expire": EXPIRE,
+    "decide": DECIDE,
+    "consume": CONSUME,
+    "finish": FINISH,
+    "reserve": RESERVE,
+}

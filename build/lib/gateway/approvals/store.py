@@ -1,0 +1,402 @@
+"""The approval store on Redis: stage 8 records, Resume consumes (DESIGN §7, §12).
+
+Each state transition is one Lua script on the record's own key (one Cluster slot), with `now`
+passed in. The global indexes (pending by expiry, every id, per capability, per requester) and
+the event stream are separate keys updated after the transition by whichever call made it, with
+idempotent commands; `reconcile()` rebuilds them from the records. Redis being unreachable is
+always `CapabilityError(APPROVAL_UNAVAILABLE)`, which is retryable.
+
+Invariants: SI-4 (no self-approval, checked on decide and again on consume), SI-5 (decide binds
+the hash the approver saw; `verify_input` re-hashes the stored input), SI-8 (another
+requester's or surface's approval answers exactly like an unknown id), SI-12 (only one consume
+of an approved record succeeds; a record left `consumed` is never consumed again).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Callable, Collection
+from dataclasses import replace
+from typing import Any
+
+from gateway.approvals import feed, listing, upkeep
+from gateway.approvals.events import ApprovalEventRecord, EventLog, WatchGap
+from gateway.approvals.failures import ApprovalConsumed, available, not_found
+from gateway.approvals.keys import Keys, valid_id
+from gateway.approvals.records import (
+    ApprovalRecord,
+    Status,
+    actor_json,
+    from_flat,
+    from_hash,
+    to_hash,
+)
+from gateway.approvals.records import verify_input as _verify_input
+from gateway.approvals.scripts import ALL as SCRIPTS
+from gateway.errors import CapabilityError, Code
+from gateway.model import Actor
+from gateway.redisconn import RedisClient
+from gateway.settings import ApprovalSettings
+
+__all__ = ["ApprovalConsumed", "RedisApprovalStore", "WatchGap"]
+
+DEFAULT_EVENTS_MAXLEN = 10_000
+
+
+def _flag(value: Any) -> bool:
+    return bytes(value) == b"1"
+
+
+class RedisApprovalStore:
+    """Approval records, their indexes and events in one Redis (standalone, Sentinel, Cluster)."""
+
+    def __init__(
+        self,
+        redis: RedisClient,
+        *,
+        prefix: str = "capgate",
+        settings: ApprovalSettings,
+        clock: Callable[[], float],
+        events_maxlen: int = DEFAULT_EVENTS_MAXLEN,
+        on_transition: Callable[[str, ApprovalRecord], None] | None = None,
+    ) -> None:
+        self._redis = redis
+        # Called once per transition this process made (audit, metrics): event type, record.
+        self._on_transition = on_transition
+        self._keys = Keys(prefix)
+        self._settings = settings
+        self._clock = clock
+        self._scripts = {name: redis.register_script(src) for name, src in SCRIPTS.items()}
+        self._events = EventLog(redis, self._keys.events, events_maxlen)
+
+    @property
+    def keys(self) -> Keys:
+        return self._keys
+
+    @property
+    def settings(self) -> ApprovalSettings:
+        return self._settings
+
+    async def _run(self, script: str, key: str, *args: Any) -> list[Any]:
+        # Exactly one key per script call: the one-slot rule is enforced by this signature.
+        reply: list[Any] = await self._scripts[script](keys=[key], args=list(args))
+        return reply
+
+    # -- creation and reads -------------------------------------------------------------------
+
+    async def create(self, record: ApprovalRecord) -> ApprovalRecord:
+        """Store a new pending approval (stage 8) and publish `requested`.
+
+        Refuses anonymous requesters (UNAUTHENTICATED: an approval must be resumable by one
+        identity, DESIGN §12) and a requester already holding `max_pending_per_actor` pending
+        approvals (APPROVAL_LIMIT_EXCEEDED). Without approver roles the default role applies:
+        never "anyone may approve".
+        """
+        if record.requester.anonymous:
+            raise CapabilityError(Code.UNAUTHENTICATED, reason="anonymous approval request")
+        if not valid_id(record.id):
+            raise ValueError("approval ids are 1-128 characters of [A-Za-z0-9_-]")
+        now = self._clock()
+        if not record.expires_at > now:
+            raise ValueError("an approval must expire in the future")
+        record = replace(
+            record,
+            approver_roles=record.approver_roles or (self._settings.default_approver_role,),
+            status=Status.PENDING,
+            decided_at=None,
+            decided_by=None,
+            decided_via=None,
+            resumed_execution_id="",
+            outcome_envelope=None,
+            outcome_code=None,
+        )
+        ttl_ms = math.ceil((record.expires_at - now + self._settings.retention_s) * 1000)
+        fields = [item for pair in to_hash(record).items() for item in pair]
+        with available():
+            admitted = await self._scripts["reserve"](
+                keys=[self._keys.actor(record.requester.identity)],
+                args=[
+                    now,
+                    self._settings.max_pending_per_actor,
+                    record.id,
+                    record.expires_at,
+                    ttl_ms,
+                ],
+            )
+            if not admitted:
+                raise CapabilityError(Code.APPROVAL_LIMIT_EXCEEDED, reason="pending cap reached")
+            reply = await self._run("create", self._keys.record(record.id), now, ttl_ms, *fields)
+            created = bytes(reply[0]) == b"OK"
+            if not created:
+                existing = from_flat(reply[2:])
+                # A retry after a lost reply finds its own record; anything else is a collision
+                # of random ids, which is a bug of the id generator.
+                if (existing.requesting_execution_id, existing.input_hash) != (
+                    record.requesting_execution_id,
+                    record.input_hash,
+                ):
+                    raise CapabilityError(Code.APPROVAL_UNAVAILABLE, reason="approval id reused")
+                record = existing
+            await self._after(record, "requested" if created else None, created=True)
+        return record
+
+    async def get(self, approval_id: str) -> ApprovalRecord | None:
+        """The record, or None; a live record past its expiry is marked `expired` (once)."""
+        if not valid_id(approval_id):
+            return None
+        with available():
+            raw = await self._redis.hgetall(self._keys.record(approval_id))
+        if not raw:
+            return None
+        record = from_hash(raw)
+        return await self._expire_if_due(record)
+
+    async def get_many(self, approval_ids: Collection[str]) -> dict[str, ApprovalRecord]:
+        """Records by id (missing ids are absent), with the same lazy expiry as `get`."""
+        ids = [i for i in dict.fromkeys(approval_ids) if valid_id(i)]
+        if not ids:
+            return {}
+        with available():
+            pipe = self._redis.pipeline(transaction=False)
+            for approval_id in ids:
+                pipe.hgetall(self._keys.record(approval_id))
+            raws = await pipe.execute()
+        out: dict[str, ApprovalRecord] = {}
+        for approval_id, raw in zip(ids, raws, strict=True):
+            if raw:
+                out[approval_id] = await self._expire_if_due(from_hash(raw))
+        return out
+
+    @staticmethod
+    def verify_input(record: ApprovalRecord) -> bool:
+        """SI-5: True when the stored input still hashes to the approved `input_hash`."""
+        return _verify_input(record)
+
+    async def _expire_if_due(self, record: ApprovalRecord) -> ApprovalRecord:
+        now = self._clock()
+        if not record.expired_at(now):
+            return record
+        with available():
+            reply = await self._run("expire", self._keys.record(record.id), now)
+            if bytes(reply[0]) != b"OK":
+                return record  # gone meanwhile (retention passed): report what we read
+            expired = from_flat(reply[2:])
+            if _flag(reply[1]):
+                await self._left_pending(expired, "expired")
+        return expired
+
+    async def _after(
+        self,
+        record: ApprovalRecord,
+        event: str | None,
+        *,
+        created: bool = False,
+        left_pending: bool = False,
+    ) -> None:
+        """Index updates and the event of one transition, in one (non-atomic) pipeline."""
+        pipe = self._redis.pipeline(transaction=False)
+        if created:
+            upkeep.queue_created(pipe, self._keys, record)
+        if left_pending:
+            upkeep.queue_left_pending(pipe, self._keys, record)
+        if event:
+            self._events.queue(pipe, event, record.id)
+        if created or left_pending or event:
+            await pipe.execute()
+        if event and self._on_transition is not None:
+            self._on_transition(event, record)
+
+    async def _left_pending(self, record: ApprovalRecord, event: str | None) -> None:
+        await self._after(record, event, left_pending=True)
+
+    # -- transitions -------------------------------------------------------------------------
+
+    async def decide(
+        self,
+        approval_id: str,
+        *,
+        approve: bool,
+        approver: Actor,
+        via: Actor | None,
+        note: str,
+        input_hash: str,
+    ) -> ApprovalRecord:
+        """pending → approved|rejected, atomically; executes nothing.
+
+        Errors, in this order: APPROVAL_NOT_FOUND; FORBIDDEN (the approver lacks a required
+        role); APPROVAL_SELF_APPROVAL (SI-4); APPROVAL_EXPIRED; APPROVAL_ALREADY_DECIDED;
+        APPROVAL_INPUT_MISMATCH (SI-5: `input_hash` is not the stored one; a rejection may pass
+        "" to reject whatever is pending). The same approver repeating the same verdict gets
+        the record back (a retry after a lost reply), without a second event.
+        """
+        if not valid_id(approval_id):
+            raise not_found()
+        if approver.anonymous:
+            raise CapabilityError(Code.FORBIDDEN, reason="anonymous approver")
+        verdict = Status.APPROVED if approve else Status.REJECTED
+        now = self._clock()
+        args = [
+            now,
+            verdict.value,
+            approver.issuer,
+            approver.id,
+            actor_json(approver),
+            b"" if via is None else actor_json(via),
+            note,
+            input_hash,
+            "1" if self._settings.reject_self_approval else "0",
+            *approver.roles,
+        ]
+        with available():
+            reply = await self._run("decide", self._keys.record(approval_id), *args)
+            code, changed = bytes(reply[0]).decode(), _flag(reply[1])
+            if code == Code.APPROVAL_EXPIRED and changed:
+                await self._left_pending(from_flat(reply[2:]), "expired")
+            if code != "OK":
+                raise CapabilityError(Code(code), reason=f"decide refused: {code}")
+            record = from_flat(reply[2:])
+            if changed:
+                await self._left_pending(record, verdict.value)
+        return record
+
+    async def consume(
+        self, approval_id: str, *, requester: Actor, surface: str, execution_id: str
+    ) -> ApprovalRecord:
+        """approved → consumed, at most once (SI-12), for Resume.
+
+        Checks in seed 001's order: unknown id, another requester (issuer, id) or another
+        surface → APPROVAL_NOT_FOUND (SI-8); then, a pending or approved record past its expiry
+        being expired first (ADR 0006), pending → APPROVAL_PENDING; rejected →
+        APPROVAL_REJECTED; expired → APPROVAL_EXPIRED; consumed or
+        executed → `ApprovalConsumed` carrying the record; decided by the requester →
+        APPROVAL_SELF_APPROVAL (SI-4). A retry by the execution that consumed it gets the
+        record back. Re-hashing the input (SI-5) is the caller's: see `verify_input`.
+        """
+        if not valid_id(approval_id):
+            raise not_found()
+        args = [
+            self._clock(),
+            requester.issuer,
+            requester.id,
+            surface,
+            execution_id,
+            "1" if self._settings.reject_self_approval else "0",
+        ]
+        with available():
+            reply = await self._run("consume", self._keys.record(approval_id), *args)
+            code, changed = bytes(reply[0]).decode(), _flag(reply[1])
+            if code == Code.APPROVAL_EXPIRED and changed:
+                await self._left_pending(from_flat(reply[2:]), "expired")
+            if code == Code.APPROVAL_CONSUMED:
+                raise ApprovalConsumed(
+                    Code.APPROVAL_CONSUMED, reason="already consumed", record=from_flat(reply[2:])
+                )
+            if code == Code.APPROVAL_NOT_FOUND:
+                raise not_found()
+            if code != "OK":
+                raise CapabilityError(Code(code), reason=f"resume refused: {code}")
+            record = from_flat(reply[2:])
+            if changed:
+                await self._after(record, "consumed")
+        return record
+
+    async def finish(
+        self,
+        approval_id: str,
+        *,
+        envelope: bytes,
+        outcome_code: str | None,
+        resumed_execution_id: str,
+    ) -> ApprovalRecord:
+        """consumed → executed with the stored envelope; repeating it changes nothing.
+
+        Only the execution that consumed the record may finish it (else APPROVAL_CONSUMED);
+        a record whose finish never arrives stays `consumed` — outcome UNKNOWN, never re-run.
+        """
+        if not valid_id(approval_id):
+            raise not_found()
+        with available():
+            reply = await self._run(
+                "finish",
+                self._keys.record(approval_id),
+                self._clock(),
+                resumed_execution_id,
+                envelope,
+                outcome_code or "",
+            )
+            code, changed = bytes(reply[0]).decode(), _flag(reply[1])
+            if code == Code.APPROVAL_NOT_FOUND:
+                raise not_found()
+            if code != "OK":
+                raise CapabilityError(Code(code), reason="finish by another execution")
+            record = from_flat(reply[2:])
+            if changed:
+                await self._after(record, "executed")
+        return record
+
+    # -- listing, events, upkeep -------------------------------------------------------------
+
+    async def list(
+        self,
+        *,
+        statuses: Collection[Status | str] = (Status.PENDING,),
+        capability_id: str = "",
+        requester_id: str = "",
+        page_size: int = listing.DEFAULT_PAGE,
+        page_token: str = "",
+        visible: Callable[[ApprovalRecord], bool] | None = None,
+    ) -> tuple[list[ApprovalRecord], str]:
+        """One page of records and the next page token ("" at the end).
+
+        Pending-only listings come in expiry order, others in creation order. `visible`
+        filters before paging, so pages hold only what the caller may see; a page can be
+        short (each call examines a bounded number of ids) while the token is non-empty.
+        A token from other filters raises ValueError.
+        """
+        query = listing.Query(
+            statuses=frozenset(Status(s) for s in statuses) or frozenset({Status.PENDING}),
+            capability_id=capability_id,
+            requester_id=requester_id,
+            page_size=page_size,
+            page_token=page_token,
+        )
+        with available():
+            return await listing.page(self._redis, self._keys, query, self.get_many, visible)
+
+    def watch(self, after_event_id: str | None = None) -> AsyncIterator[ApprovalEventRecord]:
+        """Events after `after_event_id` (None: only new ones), forever.
+
+        Raises WatchGap when events after that id were trimmed or the id is unknown to the
+        stream, ValueError for a malformed id, APPROVAL_UNAVAILABLE when Redis is down.
+        """
+        return feed.watch(self._events, after_event_id, self.get_many)
+
+    async def wait(self, approval_id: str, timeout_s: float) -> ApprovalRecord | None:
+        """Long-poll: the record once it leaves pending, or as it is when `timeout_s` ends
+        (None for an unknown id). The wait also ends at the approval's expiry."""
+        return await feed.wait(self._events, approval_id, timeout_s, self.get, self._clock)
+
+    async def expire_sweep(self, now: float | None = None) -> int:
+        """Mark due pending records expired (with events); returns how many it expired."""
+        when = self._clock() if now is None else now
+        with available():
+            due = await upkeep.due_pending(self._redis, self._keys, when)
+            expired = 0
+            for approval_id in due:
+                reply = await self._run("expire", self._keys.record(approval_id), when)
+                if bytes(reply[0]) != b"OK":
+                    await upkeep.drop_from_pending(self._redis, self._keys, approval_id)
+                    continue
+                record = from_flat(reply[2:])
+                if _flag(reply[1]):
+                    await self._left_pending(record, "expired")
+                    expired += 1
+                elif record.status != Status.PENDING:
+                    await self._left_pending(record, None)
+            await upkeep.prune_all(self._redis, self._keys, when - self._settings.retention_s)
+        return expired
+
+    async def reconcile(self) -> upkeep.ReconcileReport:
+        """Rebuild every index from a SCAN of the records (run at start-up and periodically)."""
+        with available():
+            return await upkeep.reconcile(self._redis, self._keys, self.get_many)

@@ -1,0 +1,224 @@
+"""Audit sinks and the log that feeds them.
+
+Best effort by default: `emit` puts the event into a bounded buffer (no I/O on the request
+path) that one background task drains in batches to every sink; when the buffer is full or a
+sink fails, the events are counted as dropped (`AuditLog.dropped`, metric
+`capgate.audit.dropped{sink, reason}`) and the call goes on.
+
+Strict mode (`audit.strict: true`, seed 001 stage 10): `emit_strict` puts the event into the
+same buffer with a future and waits until the batch holding it reached every sink. Going
+through the buffer keeps the order of an execution's events (`capability.requested` before
+`capability.started`) and lets concurrent strict writes share one round trip (group commit).
+A full buffer, a failing sink or no answer within `strict_timeout_s` raises
+`AuditUnavailable`, which stage 10 turns into AUDIT_UNAVAILABLE before any upstream call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from collections.abc import Sequence
+from typing import IO, Any, Protocol
+
+import orjson
+
+from gateway.telemetry import metrics
+
+log = logging.getLogger("capgate.audit")
+
+_Item = tuple[dict[str, Any], "asyncio.Future[None] | None"]
+
+
+class Sink(Protocol):
+    name: str
+
+    async def write(self, events: Sequence[dict[str, Any]]) -> None: ...
+
+
+class StreamSink:
+    """JSON lines to a binary stream (stdout by default) or a file opened for appending."""
+
+    def __init__(
+        self, stream: IO[bytes] | None = None, *, name: str = "stdout", owned: bool = False
+    ):
+        self.name = name
+        self._stream = stream if stream is not None else sys.stdout.buffer
+        self._owned = owned
+
+    @classmethod
+    def to_file(cls, path: str) -> StreamSink:
+        """Append JSON lines to `path` (the `file` sink); `close()` closes the file."""
+        return cls(open(path, "ab"), name="file", owned=True)  # closed in close()
+
+    async def write(self, events: Sequence[dict[str, Any]]) -> None:
+        self._stream.write(b"".join(orjson.dumps(e) + b"\n" for e in events))
+        self._stream.flush()
+
+    def close(self) -> None:
+        if self._owned:
+            self._stream.close()
+
+
+class RedisStreamSink:
+    """XADD to a capped Redis stream (`MAXLEN ~`), pipelined per batch. Each entry has one
+    field, `e`, holding the event as JSON; consumer groups read it (`capgate audit tail
+    --group`) and stream ids order it in time (`capgate audit query --since`)."""
+
+    name = "redis"
+
+    def __init__(self, redis: Any, stream: str, maxlen: int):
+        self._redis = redis
+        self._stream = stream
+        self._maxlen = maxlen
+
+    async def write(self, events: Sequence[dict[str, Any]]) -> None:
+        pipe = self._redis.pipeline(transaction=False)
+        for e in events:
+            pipe.xadd(self._stream, {"e": orjson.dumps(e)}, maxlen=self._maxlen, approximate=True)
+        await pipe.execute()
+
+
+class MemorySink:
+    """Keeps events in memory: for tests and the demo's summary."""
+
+    name = "memory"
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    async def write(self, events: Sequence[dict[str, Any]]) -> None:
+        self.events.extend(events)
+
+
+class AuditUnavailable(Exception):
+    """A strict write could not be recorded (its message names the sink or the cause)."""
+
+
+class AuditLog:
+    """Fan-out to sinks through one bounded buffer drained by a background task."""
+
+    def __init__(
+        self,
+        sinks: Sequence[Sink],
+        *,
+        buffer: int = 10_000,
+        batch: int = 256,
+        strict_timeout_s: float = 5.0,
+    ):
+        self.sinks = list(sinks)
+        self.dropped = 0
+        self.strict_timeout_s = strict_timeout_s
+        self._queue: asyncio.Queue[_Item] = asyncio.Queue(maxsize=buffer)
+        self._batch = batch
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._drain(), name="audit-drain")
+
+    def _ensure_started(self) -> None:
+        if self._task is None:
+            with contextlib.suppress(RuntimeError):  # no running loop: drained on flush/close
+                self.start()
+
+    def _drop(self, sink: str, reason: str, count: int) -> None:
+        self.dropped += count
+        metrics.audit_dropped.add((sink, reason), count)
+
+    def emit(self, event: dict[str, Any]) -> None:
+        """Best effort: never blocks, never raises; a full buffer drops (and counts) it."""
+        if not self.sinks:
+            return
+        try:
+            self._queue.put_nowait((event, None))
+        except asyncio.QueueFull:
+            self._drop("buffer", "overflow", 1)
+        self._ensure_started()
+
+    async def emit_strict(self, event: dict[str, Any]) -> None:
+        """Wait until every sink holds the event; raises AuditUnavailable otherwise."""
+        if not self.sinks:
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        try:
+            self._queue.put_nowait((event, done))
+        except asyncio.QueueFull:
+            self._drop("buffer", "overflow", 1)
+            raise AuditUnavailable("buffer full") from None
+        self._ensure_started()
+        try:
+            await asyncio.wait_for(asyncio.shield(done), self.strict_timeout_s)
+        except TimeoutError:
+            raise AuditUnavailable("timeout") from None
+
+    async def _drain(self) -> None:
+        queue = self._queue
+        while True:
+            batch = [await queue.get()]
+            while len(batch) < self._batch and not queue.empty():
+                batch.append(queue.get_nowait())
+            try:
+                await self._write(batch)
+            finally:
+                for _ in batch:
+                    queue.task_done()
+
+    async def _write(self, batch: list[_Item]) -> None:
+        events = [event for event, _ in batch]
+        failed = ""
+        for sink in self.sinks:
+            try:
+                await sink.write(events)
+            except Exception as exc:  # any sink failure: count it, log the type only
+                failed = sink.name
+                self._drop(sink.name, "sink_error", len(events))
+                log.warning(
+                    "audit sink %s dropped %d events: %s",
+                    sink.name,
+                    len(events),
+                    type(exc).__name__,
+                )
+            else:
+                metrics.audit_written.add((sink.name,), len(events))
+        for _, done in batch:
+            if done is None or done.done():
+                continue
+            if failed:
+                done.set_exception(AuditUnavailable(failed))
+                done.exception()  # retrieved here: a timed-out waiter may never look at it
+            else:
+                done.set_result(None)
+
+    async def flush(self) -> None:
+        """Wait until everything emitted so far went through the sinks."""
+        if self._task is None:
+            try:
+                self.start()
+            except RuntimeError:
+                return
+        await self._queue.join()
+
+    async def close(self, timeout_s: float = 5.0) -> None:
+        """Drain what is buffered (bounded by `timeout_s`), stop, close file sinks."""
+        if self._task is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._queue.join(), timeout_s)
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        while not self._queue.empty():
+            _, done = self._queue.get_nowait()
+            self._queue.task_done()
+            self._drop("buffer", "shutdown", 1)
+            if done is not None and not done.done():
+                done.set_exception(AuditUnavailable("shutting down"))
+                done.exception()
+        for sink in self.sinks:
+            closer = getattr(sink, "close", None)
+            if callable(closer):
+                result = closer()
+                if asyncio.iscoroutine(result):
+                    await result

@@ -1,0 +1,169 @@
+"""The forwarded actor token: who the upstream is serving, signed by the gateway (DESIGN §8, §12).
+
+A compact JWS (EdDSA with Ed25519, or ES256 with a P-256 key) from a key only the gateway holds.
+Caller credentials are never passed through; this token is the only actor fact an upstream gets,
+so its middleware can verify it against the gateway's published JWKS (`gateway.auth.verify`).
+
+Header: `alg`, `kid`, `typ: capgate-actor+jwt` (explicit typing, RFC 8725 §3.11).
+Claims: `iss` (the gateway), `aud` (the upstream's name), `sub` (actor id), `actor_iss` (the
+actor's own issuer: identity is the pair, §12), `kind`, `roles`, `exec_id`, `cap`, `surface`,
+`approval_id` / `approver` when the call was approved, `iat`, `exp` (≤ 60 s later), `jti`.
+The token is signed per call: `exec_id` and `jti` differ on every call, so it cannot be cached.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+
+from gateway.auth import jws
+from gateway.auth.verify import MAX_LIFETIME_S, TOKEN_TYPE
+from gateway.model import Actor
+from gateway.settings import ActorTokenSettings
+
+
+def new_jti() -> str:
+    return secrets.token_urlsafe(16)  # 128 random bits
+
+
+def load_signing_key(path: str) -> jws.SigningKey:
+    """An Ed25519 or EC P-256 private key from an unencrypted PEM (PKCS#8 or SEC1)."""
+    try:
+        key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
+    except (OSError, ValueError, TypeError) as exc:
+        # Never echo the file's contents: only its path and the kind of failure.
+        raise ValueError(f"cannot load actor token key {path}: {type(exc).__name__}") from None
+    if isinstance(key, ed25519.Ed25519PrivateKey):
+        return key
+    if isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1):
+        return key
+    raise ValueError(f"actor token key {path} must be Ed25519 or EC P-256")
+
+
+class ActorTokenSigner:
+    """Signs one actor token per upstream call; publishes the public key as a JWKS."""
+
+    def __init__(
+        self,
+        settings: ActorTokenSettings,
+        *,
+        private_key: jws.SigningKey | None = None,
+        clock: Callable[[], float] = time.time,
+        jti_factory: Callable[[], str] = new_jti,
+    ) -> None:
+        if not 0 < settings.lifetime_s <= MAX_LIFETIME_S:
+            raise ValueError(f"actor token lifetime_s must be within 1..{MAX_LIFETIME_S}")
+        if not settings.issuer:
+            raise ValueError("actor token issuer must not be empty")
+        if private_key is None:
+            # No key file: a fresh key per process; upstreams must then read this process's
+            # published JWKS (jwks_out), and a restart rotates the key.
+            private_key = (
+                load_signing_key(settings.key_file)
+                if settings.key_file
+                else ed25519.Ed25519PrivateKey.generate()
+            )
+        self._key = private_key
+        self._alg = jws.signing_alg(private_key)
+        self._kid = settings.kid or jws.thumbprint(private_key.public_key())
+        self._issuer = settings.issuer
+        self._lifetime = settings.lifetime_s
+        self._clock = clock
+        self._jti = jti_factory
+        # The header never changes: encode it once.
+        header = {"alg": self._alg, "kid": self._kid, "typ": TOKEN_TYPE}
+        self._header_b64 = jws.b64url_encode(jws.dumps_compact(header))
+
+    @property
+    def kid(self) -> str:
+        return self._kid
+
+    @property
+    def alg(self) -> str:
+        return self._alg
+
+    def claims(
+        self,
+        actor: Actor,
+        *,
+        upstream: str,
+        execution_id: str,
+        capability_id: str,
+        surface: str,
+        approval_id: str | None = None,
+        approver: str | None = None,
+    ) -> dict[str, Any]:
+        """The claims `sign` would sign at this instant (also what an upstream gets back)."""
+        iat = int(self._clock())
+        claims: dict[str, Any] = {
+            "iss": self._issuer,
+            "aud": upstream,
+            "sub": actor.id,
+            "actor_iss": actor.issuer,
+            "kind": actor.kind,
+            "roles": list(actor.roles),
+            "exec_id": execution_id,
+            "cap": capability_id,
+            "surface": surface,
+            "iat": iat,
+            "exp": iat + self._lifetime,
+            "jti": self._jti(),
+        }
+        if approval_id is not None:
+            claims["approval_id"] = approval_id
+        if approver is not None:
+            claims["approver"] = approver
+        return claims
+
+    def sign(
+        self,
+        actor: Actor,
+        *,
+        upstream: str,
+        execution_id: str,
+        capability_id: str,
+        surface: str,
+        approval_id: str | None = None,
+        approver: str | None = None,
+    ) -> str:
+        """A compact JWS for one upstream call of `actor`."""
+        claims = self.claims(
+            actor,
+            upstream=upstream,
+            execution_id=execution_id,
+            capability_id=capability_id,
+            surface=surface,
+            approval_id=approval_id,
+            approver=approver,
+        )
+        signing_input = f"{self._header_b64}.{jws.b64url_encode(jws.dumps_compact(claims))}"
+        signature = jws.sign(self._key, signing_input.encode("ascii"))
+        return f"{signing_input}.{jws.b64url_encode(signature)}"
+
+    def jwks(self) -> dict[str, Any]:
+        """The public JWKS upstreams verify against (one key; merge files across a rotation)."""
+        jwk: dict[str, Any] = dict(jws.public_jwk(self._key.public_key()))
+        jwk.update({"kid": self._kid, "alg": self._alg, "use": "sig"})
+        return {"keys": [jwk]}
+
+    def write_jwks(self, path: str | os.PathLike[str]) -> None:
+        """Write the JWKS atomically (temp file + rename) so readers never see half a file."""
+        target = Path(path)
+        data = jws.dumps_compact(self.jwks()) + b"\n"
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.chmod(tmp, 0o644)  # public key material: readable by the upstream's user
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise

@@ -1,0 +1,238 @@
+"""Caller authentication with a bearer JWT (DESIGN §12 "Listeners and identity", SI-3).
+
+The rules, each pinned by a test in tests/auth/test_auth_jwt.py:
+- the algorithm is pinned per key; the token's `alg` must equal it and never selects it, so
+  `none` and RS256-public-key-as-HS256-secret confusion cannot verify;
+- `jku`, `x5u`, `jwk`, `x5c` are never read (no key ever comes from the token); `crit` is
+  refused because no extension is understood (RFC 7515 §4.1.11);
+- `kid` is only a dictionary key: a path or URL in it finds no key;
+- `exp` and `iat` are required, `exp - iat` is bounded by `max_lifetime_s`, skew by `leeway_s`;
+- `aud` must name this listener's audience, `iss` must be in the allow-list;
+- verified tokens are cached by SHA-256 until `exp` (+ the same leeway), LRU-bounded (§11).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, cast
+
+from gateway.auth import jws
+from gateway.auth.base import (
+    AUTHENTICATED_KINDS,
+    AuthContext,
+    AuthenticationFailed,
+    Metadata,
+    metadata_values,
+)
+from gateway.auth.lru import LruCache
+from gateway.model import Actor
+from gateway.settings import JwtAuth
+
+MAX_TOKEN_CHARS: Final = 8192  # far above real tokens; bounds parsing work per call
+DEFAULT_CACHE_ENTRIES: Final = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Verified:
+    actor: Actor
+    valid_until: float  # exp + leeway: the same instant an uncached check would start refusing
+
+
+def _pinned_alg(settings: JwtAuth, kid: str) -> str | None:
+    for key in settings.keys:
+        if key.kid == kid and key.secret is None and key.public_key_pem is None:
+            return key.alg
+    return None
+
+
+def _jwks_keys(settings: JwtAuth, path: str) -> list[jws.VerifyKey]:
+    """Keys from a JWKS file. Each needs a `kid`; its algorithm is the JWK's `alg`, else the
+    `alg` of a material-less config key with the same `kid` (a pin); neither => config error."""
+    try:
+        document = jws.loads_object(Path(path).read_bytes())
+    except (OSError, jws.MalformedToken) as exc:
+        raise ValueError(f"cannot load JWKS file {path}: {exc}") from None
+    entries = document.get("keys")
+    if not isinstance(entries, list):
+        raise ValueError(f"JWKS file {path} has no 'keys' list")
+    out: list[jws.VerifyKey] = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("kid"), str) or not entry["kid"]:
+            raise ValueError(f"every key in JWKS file {path} needs a non-empty 'kid'")
+        kid = entry["kid"]
+        if entry.get("use", "sig") != "sig":
+            raise ValueError(f"JWKS key {kid!r}: 'use' must be 'sig'")
+        alg = entry.get("alg") or _pinned_alg(settings, kid)
+        if alg is None:
+            raise ValueError(f"JWKS key {kid!r} carries no 'alg' and no config key pins one")
+        key, served = jws.public_key_from_jwk(cast("dict[str, Any]", entry))
+        if alg not in served:
+            raise ValueError(f"JWKS key {kid!r}: its key type cannot serve alg {alg}")
+        out.append(jws.VerifyKey(kid, alg, jws.check_key_matches_alg(key, alg)))
+    return out
+
+
+def load_keys(settings: JwtAuth) -> dict[str, jws.VerifyKey]:
+    """Every verification key by `kid`; `ValueError` on any weak, mistyped or duplicate key."""
+    keys: list[jws.VerifyKey] = []
+    for key in settings.keys:
+        if key.alg not in jws.ALGORITHMS:
+            raise ValueError(f"JWT key {key.kid!r}: unsupported alg {key.alg!r}")
+        if key.alg == "HS256":
+            if key.secret is None or key.public_key_pem is not None:
+                raise ValueError(f"JWT key {key.kid!r}: HS256 needs 'secret' and no public key")
+            keys.append(jws.VerifyKey(key.kid, "HS256", jws.hs256_secret(key.secret)))
+        elif key.public_key_pem is not None:
+            if key.secret is not None:
+                raise ValueError(f"JWT key {key.kid!r}: {key.alg} keys take no 'secret'")
+            keys.append(
+                jws.VerifyKey(
+                    key.kid, key.alg, jws.public_key_from_pem(key.public_key_pem, key.alg)
+                )
+            )
+        elif key.secret is not None or settings.jwks_file is None:
+            raise ValueError(f"JWT key {key.kid!r}: {key.alg} needs 'public_key_pem'")
+        # else: a pin for a JWKS key without `alg`, consumed by _jwks_keys
+    if settings.jwks_file is not None:
+        keys.extend(_jwks_keys(settings, settings.jwks_file))
+    by_kid: dict[str, jws.VerifyKey] = {}
+    for vk in keys:
+        if vk.kid in by_kid:
+            raise ValueError(f"duplicate JWT key id {vk.kid!r}")
+        by_kid[vk.kid] = vk
+    if not by_kid:
+        raise ValueError("JWT auth needs at least one key (keys or jwks_file)")
+    return by_kid
+
+
+def _number(claims: Mapping[str, Any], name: str) -> float:
+    value = claims.get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise AuthenticationFailed(f"missing or invalid '{name}' claim")
+    return float(value)
+
+
+class JwtAuthenticator:
+    """Bearer-JWT authenticator for one listener (its audience and issuers)."""
+
+    def __init__(
+        self,
+        settings: JwtAuth,
+        *,
+        clock: Callable[[], float] = time.time,
+        cache_entries: int = DEFAULT_CACHE_ENTRIES,
+    ) -> None:
+        if not settings.issuers:
+            raise ValueError("JWT auth needs at least one allowed issuer")
+        if not settings.audience:
+            raise ValueError("JWT auth needs the listener's audience")
+        if settings.max_lifetime_s <= 0 or settings.leeway_s < 0:
+            raise ValueError("JWT auth needs max_lifetime_s > 0 and leeway_s >= 0")
+        if settings.default_kind not in AUTHENTICATED_KINDS:
+            raise ValueError(f"JWT default_kind must be one of {sorted(AUTHENTICATED_KINDS)}")
+        self._settings = settings
+        self._keys = load_keys(settings)
+        self._only_key = next(iter(self._keys.values())) if len(self._keys) == 1 else None
+        self._issuers = frozenset(settings.issuers)
+        self._clock = clock
+        self._cache: LruCache[bytes, _Verified] = LruCache(cache_entries)
+
+    def authenticate(self, metadata: Metadata, auth_context: AuthContext, peer: str) -> Actor:
+        token = _bearer_token(metadata)
+        digest = hashlib.sha256(token.encode()).digest()
+        now = self._clock()
+        hit = self._cache.get(digest)
+        if hit is not None:
+            if now < hit.valid_until:
+                return hit.actor
+            self._cache.pop(digest)
+            raise AuthenticationFailed("token expired")
+        actor, valid_until = self._verify(token, now)
+        self._cache.put(digest, _Verified(actor, valid_until))
+        return actor
+
+    def _verify(self, token: str, now: float) -> tuple[Actor, float]:
+        try:
+            parsed = jws.parse_compact(token)
+        except jws.MalformedToken:
+            raise AuthenticationFailed("malformed token") from None
+        header = parsed.header
+        if "crit" in header:
+            raise AuthenticationFailed("unsupported critical header")
+        kid = header.get("kid")
+        if "kid" not in header:
+            key = self._only_key  # no kid: unambiguous only with exactly one key configured
+        else:
+            key = self._keys.get(kid) if isinstance(kid, str) else None
+        if key is None:
+            raise AuthenticationFailed("unknown signing key")
+        # Pinned algorithm: the header may only repeat it (RFC 8725 §3.1). `jku`, `x5u`, `jwk`
+        # and `x5c` are never looked at.
+        if header.get("alg") != key.alg:
+            raise AuthenticationFailed("algorithm not allowed")
+        if not key.verify(parsed.signing_input, parsed.signature):
+            raise AuthenticationFailed("invalid signature")
+        return self._check_claims(parsed.payload, now)
+
+    def _check_claims(self, claims: dict[str, Any], now: float) -> tuple[Actor, float]:
+        s = self._settings
+        exp, iat = _number(claims, "exp"), _number(claims, "iat")
+        nbf = _number(claims, "nbf") if "nbf" in claims else iat
+        if now >= exp + s.leeway_s:
+            raise AuthenticationFailed("token expired")
+        if max(iat, nbf) > now + s.leeway_s:
+            raise AuthenticationFailed("token not yet valid")
+        if exp <= iat or exp - iat > s.max_lifetime_s:
+            raise AuthenticationFailed("token lifetime too long")
+        iss = claims.get("iss")
+        if not isinstance(iss, str) or iss not in self._issuers:
+            raise AuthenticationFailed("issuer not allowed")
+        aud = claims.get("aud")
+        # RFC 7519 §4.1.3: a list audience is accepted when it names this listener.
+        if not (aud == s.audience or (isinstance(aud, list) and s.audience in aud)):
+            raise AuthenticationFailed("wrong audience")
+        return self._actor(claims, iss), exp + s.leeway_s
+
+    def _actor(self, claims: dict[str, Any], issuer: str) -> Actor:
+        s = self._settings
+        actor_id = claims.get(s.id_claim)
+        if not isinstance(actor_id, str) or not actor_id:
+            raise AuthenticationFailed("missing actor id claim")
+        kind = claims.get(s.kind_claim, s.default_kind)
+        if kind not in AUTHENTICATED_KINDS:
+            # `anonymous` (or anything unknown) is never granted by a credential.
+            raise AuthenticationFailed("actor kind not allowed")
+        roles = claims.get(s.roles_claim, [])
+        if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
+            raise AuthenticationFailed("invalid roles claim")
+        attributes = {name: claims[name] for name in s.attribute_claims if name in claims}
+        # The actor is shared by every cache hit: a read-only mapping keeps one call from
+        # changing what the next one sees.
+        return Actor(
+            id=actor_id,
+            kind=kind,
+            issuer=issuer,
+            roles=tuple(roles),
+            attributes=types.MappingProxyType(attributes),
+        )
+
+
+def _bearer_token(metadata: Metadata) -> str:
+    values = metadata_values(metadata, "authorization")
+    if not values:
+        raise AuthenticationFailed("missing bearer token")
+    if len(values) > 1:
+        raise AuthenticationFailed("more than one authorization header")
+    scheme, _, token = values[0].strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise AuthenticationFailed("missing bearer token")
+    if len(token) > MAX_TOKEN_CHARS:
+        raise AuthenticationFailed("token too large")
+    return token

@@ -1,0 +1,90 @@
+"""Per-execution state and the runtime services stages use.
+
+`Call` is the one mutable object of an execution: stages read what earlier stages produced and
+add their own results. `Runtime` holds the long-lived, injected services (clock, ids, stores,
+audit) so that tests can substitute deterministic ones (STYLE principle 5).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from capgate.v1 import gateway_pb2, types_pb2
+from gateway.model import Actor
+
+if TYPE_CHECKING:
+    from policy import ApprovalRequirement, Evaluation
+
+    from gateway.snapshot import Prepared, Snapshot
+
+
+class Auditor(Protocol):
+    def emit(self, event: dict[str, Any]) -> None: ...
+    async def emit_strict(self, event: dict[str, Any]) -> None: ...
+
+
+class Signer(Protocol):
+    def sign(
+        self,
+        actor: Actor,
+        *,
+        upstream: str,
+        execution_id: str,
+        capability_id: str,
+        surface: str,
+        approval_id: str | None = None,
+        approver: str | None = None,
+    ) -> str: ...
+
+
+@dataclass
+class Runtime:
+    """Long-lived services shared by all executions; everything nondeterministic is injected."""
+
+    audit: Auditor
+    signer: Signer | None = None
+    approvals: Any = None  # gateway.approvals.store.RedisApprovalStore | None
+    idempotency: Any = None  # gateway.idempotency.RedisIdempotencyStore | None
+    wall: Callable[[], float] = time.time
+    monotonic: Callable[[], float] = time.monotonic
+    new_id: Callable[[], str] = field(default=lambda: uuid.uuid4().hex)
+    sleep: Callable[[float], Awaitable[None]] | None = None
+    jitter: Callable[[], float] = field(default=lambda: 1.0)
+
+
+@dataclass(eq=False, slots=True)
+class Call:
+    """One execution: what the listener gave us and what each stage produced."""
+
+    snapshot: Snapshot
+    surface: str
+    actor: Actor | None
+    capability_id: str
+    raw_input: bytes
+    idempotency_key: str = ""
+    correlation_id: str = ""
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    caller_remaining_s: float | None = None  # from the gRPC deadline, at arrival
+    traceparent: str = ""
+    approval_id: str = ""  # set on Resume
+    # produced by stages
+    execution_id: str = ""
+    started: float = 0.0  # monotonic
+    prepared: Prepared | None = None
+    input: Any = None
+    input_hash: str = ""
+    evaluation: Evaluation | None = None
+    requirement: ApprovalRequirement | None = None
+    approval: Any = None  # gateway.approvals.records.ApprovalRecord on Resume
+    idempotency_scope: Any = None
+    deadline: float = 0.0  # monotonic, absolute
+    attempts: int = 0
+    output: Any = None
+    state: int = types_pb2.EXECUTION_STATE_NOT_STARTED
+    result: gateway_pb2.ExecutionResult | None = None  # a stage's early answer (suspend, replay)
+    denial_reason: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)

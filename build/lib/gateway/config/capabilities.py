@@ -1,0 +1,181 @@
+"""Checks of upstreams and capabilities: references, methods, schemas, redaction, retries.
+
+Methods of upstreams with a descriptor set are looked up at load, so a typo or a streaming
+method (§12: only unary methods) fails `capgate config check` rather than the first call.
+Unknown policy names are left to the policy layer, which owns the policy set.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+import fastjsonschema
+from google.protobuf import descriptor_pb2
+from google.protobuf.message import DecodeError
+
+from gateway.config.context import Ctx, check_port, items, mapping, plain, seconds_of, text
+from gateway.config.problems import PathParts
+from gateway.config.source import LDict
+from gateway.redact import RedactPathError, parse_path
+
+log = logging.getLogger("gateway.config")
+
+PROCEDURE_METHOD = "/capgate.v1.Procedure/Invoke"
+_TLS_ONLY = ("ca_file", "client_cert_file", "client_key_file", "server_name")
+_NO_RETRY_EFFECTS = ("write", "destructive")
+
+# method -> (client_streaming, server_streaming), per upstream with a descriptor set
+Methods = dict[str, tuple[bool, bool]]
+
+
+def check_upstreams(ctx: Ctx) -> dict[str, Methods]:
+    """Check every upstream; return the methods known from descriptor sets, by upstream."""
+    known: dict[str, Methods] = {}
+    for name, upstream in mapping(ctx.root.get("upstreams")).items():
+        if not isinstance(upstream, LDict):
+            continue
+        parts: PathParts = ("upstreams", name)
+        check_port(ctx, text(upstream, "address"), (*parts, "address"))
+        ctx.whole_seconds(upstream, "keepalive", parts)
+        ctx.positive(upstream, "keepalive", parts)
+        if upstream.get("tls") is not True:
+            for key in _TLS_ONLY:
+                if key in upstream:
+                    ctx.fail((*parts, key), "only used with tls: true")
+        if ("client_cert_file" in upstream) != ("client_key_file" in upstream):
+            ctx.fail(parts, "client_cert_file and client_key_file go together")
+        for key in ("ca_file", "client_cert_file", "client_key_file"):
+            ctx.existing_file(upstream, key, parts)
+        if "descriptor_set" in upstream and text(upstream, "kind", "grpc") == "procedure":
+            ctx.fail((*parts, "descriptor_set"), "not used by procedure upstreams")
+            continue
+        path = ctx.existing_file(upstream, "descriptor_set", parts)
+        if path is not None:
+            methods = _methods(path.read_bytes())
+            if methods is None:
+                ctx.fail((*parts, "descriptor_set"), "not a serialized FileDescriptorSet")
+            else:
+                known[name] = methods
+    return known
+
+
+def _methods(data: bytes) -> Methods | None:
+    fds = descriptor_pb2.FileDescriptorSet()
+    try:
+        fds.ParseFromString(data)
+    except DecodeError:
+        return None
+    out: Methods = {}
+    for file in fds.file:
+        prefix = f"{file.package}." if file.package else ""
+        for service in file.service:
+            for method in service.method:
+                key = f"/{prefix}{service.name}/{method.name}"
+                out[key] = (method.client_streaming, method.server_streaming)
+    return out
+
+
+def check_capabilities(ctx: Ctx, methods: dict[str, Methods]) -> None:
+    upstreams = mapping(ctx.root.get("upstreams"))
+    surfaces = {text(lst, "surface") for _, lst in items(ctx.root.get("listeners"))}
+    hmac_key = text(mapping(ctx.root.get("audit")), "hmac_key")
+    ids: dict[str, int] = {}
+    for i, cap in items(ctx.root.get("capabilities")):
+        parts: PathParts = ("capabilities", i)
+        cap_id = text(cap, "id")
+        if cap_id in ids:
+            ctx.fail((*parts, "id"), f"duplicate capability id (also capabilities[{ids[cap_id]}])")
+        ids.setdefault(cap_id, i)
+        _check_target(ctx, cap, parts, upstreams, methods)
+        for key in ("input_schema", "output_schema"):
+            _check_json_schema(ctx, cap.get(key), (*parts, key))
+        _check_redact(ctx, mapping(cap.get("redact")), (*parts, "redact"), hmac_key)
+        approval = mapping(cap.get("approval"))
+        inline = approval.get("inline_approver")
+        if isinstance(inline, str) and inline not in upstreams:
+            ctx.fail((*parts, "approval", "inline_approver"), "no upstream with this name")
+        ctx.positive(approval, "expires_in", (*parts, "approval"))
+        ctx.positive(cap, "timeout", parts)
+        retry = mapping(cap.get("retry"))
+        low, high = seconds_of(retry, "initial_backoff"), seconds_of(retry, "max_backoff")
+        if low is not None and high is not None and high < low:
+            ctx.fail((*parts, "retry", "max_backoff"), "must not be less than initial_backoff")
+        _warn(cap, cap_id, surfaces)
+
+
+def _check_target(
+    ctx: Ctx, cap: LDict, parts: PathParts, upstreams: LDict, methods: dict[str, Methods]
+) -> None:
+    name = text(cap, "upstream")
+    if name and name not in upstreams:
+        ctx.fail((*parts, "upstream"), "no upstream with this name")
+        return
+    kind = text(mapping(upstreams.get(name)), "kind", "grpc")
+    method = cap.get("method")
+    if kind == "procedure":
+        if method is not None and method != PROCEDURE_METHOD:
+            ctx.fail((*parts, "method"), f"procedure upstreams are called at {PROCEDURE_METHOD}")
+        if "input_schema" not in cap:
+            ctx.fail(parts, "input_schema is required for a procedure upstream")
+        return
+    if method is None:
+        ctx.fail(parts, "method is required for a grpc upstream")
+        return
+    known = methods.get(name)
+    if known is None or not isinstance(method, str):
+        return  # no descriptor set: resolved by server reflection when the upstream connects
+    if method not in known:
+        ctx.fail((*parts, "method"), "not found in the upstream's descriptor set")
+    elif any(known[method]):
+        ctx.fail((*parts, "method"), "streaming methods are not supported (unary only)")
+
+
+def _check_json_schema(ctx: Ctx, schema: Any, parts: PathParts) -> None:
+    if not isinstance(schema, dict):
+        return
+    try:
+        fastjsonschema.compile(plain(schema))
+    except fastjsonschema.JsonSchemaDefinitionException as exc:
+        ctx.fail(parts, f"not a valid JSON Schema: {exc}")
+    except (TypeError, ValueError, KeyError, AttributeError, re.error):
+        # fastjsonschema trips over some malformed schemas (e.g. a bad regex) with plain errors.
+        ctx.fail(parts, "not a valid JSON Schema")
+
+
+def _check_redact(ctx: Ctx, redact: LDict, parts: PathParts, hmac_key: str) -> None:
+    for key in ("output", "approval_input"):
+        for r, rule in items(redact.get(key)):
+            path = rule.get("path")
+            if isinstance(path, str):
+                try:
+                    parse_path(path)
+                except RedactPathError:
+                    message = "unsupported path: use $.a.b, $.items[*].c or $['key']"
+                    ctx.fail((*parts, key, r, "path"), message)
+            if rule.get("action") == "hmac" and not hmac_key:
+                ctx.fail((*parts, key, r, "action"), "hmac redaction needs audit.hmac_key")
+
+
+def _warn(cap: LDict, cap_id: str, surfaces: set[str]) -> None:
+    retry = mapping(cap.get("retry"))
+    attempts = retry.get("max_attempts")
+    if (
+        isinstance(attempts, int)
+        and attempts > 0
+        and cap.get("side_effect") in _NO_RETRY_EFFECTS
+        and cap.get("idempotent") is not True
+    ):
+        # SI-11: the runtime never retries these; the setting is accepted but has no effect.
+        log.warning(
+            "capability %s: retry.max_attempts has no effect on a %s capability that is not "
+            "idempotent (SI-11)",
+            cap_id,
+            cap.get("side_effect"),
+        )
+    for surface, on in mapping(cap.get("expose")).items():
+        if on is True and surface not in surfaces:
+            log.warning(
+                "capability %s: exposed on surface %s, which no listener serves", cap_id, surface
+            )

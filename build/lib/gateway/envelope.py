@@ -1,0 +1,74 @@
+"""Builds the normalized envelope (`ExecutionResult`) and error messages. Only the pipeline
+runner calls `failure`; stages raise `CapabilityError` instead (STYLE principle 2)."""
+
+from __future__ import annotations
+
+from capgate.v1 import gateway_pb2, types_pb2
+from gateway.errors import CapabilityError, Code, Kind
+
+ERROR_CODES = {code: types_pb2.ErrorCode.Value(f"ERROR_CODE_{code.value}") for code in Code}
+
+
+def error_proto(err: CapabilityError, state: int) -> types_pb2.CapabilityError:
+    msg = types_pb2.CapabilityError(
+        code=ERROR_CODES[err.code],
+        stage=err.spec.stage,
+        message=err.public_message,
+        retryable=err.is_retryable,
+        expose_to_model=err.exposed,
+        executed_before_failure=err.executed,
+        execution_state=state,
+    )
+    if err.code is Code.INPUT_INVALID:
+        msg.issues.extend(types_pb2.Issue(path=i.path, message=i.message) for i in err.issues)
+    return msg
+
+
+def failure(
+    err: CapabilityError,
+    *,
+    execution_id: str,
+    capability_id: str,
+    attempts: int,
+    duration_s: float | None,
+    state: int,
+    revision: str,
+    approval_id: str = "",
+) -> gateway_pb2.ExecutionResult:
+    result = gateway_pb2.ExecutionResult(
+        execution_id=execution_id,
+        capability_id=capability_id,
+        attempts=attempts,
+        execution_state=state,
+        revision=revision,
+        approval_id=approval_id,
+    )
+    # SI-8: every not-found answer omits the duration, so a concealed one can't be timed apart.
+    if duration_s is not None and err.code is not Code.CAPABILITY_NOT_FOUND:
+        result.duration.FromNanoseconds(int(duration_s * 1e9))
+    target = result.cancelled if err.spec.kind is Kind.CANCELLED else result.failed
+    target.CopyFrom(error_proto(err, state))
+    return result
+
+
+def completed(
+    *,
+    execution_id: str,
+    capability_id: str,
+    attempts: int,
+    duration_s: float,
+    output_json: str,
+    revision: str,
+    approval_id: str = "",
+) -> gateway_pb2.ExecutionResult:
+    result = gateway_pb2.ExecutionResult(
+        execution_id=execution_id,
+        capability_id=capability_id,
+        attempts=attempts,
+        execution_state=types_pb2.EXECUTION_STATE_COMPLETED,
+        revision=revision,
+        approval_id=approval_id,
+    )
+    result.duration.FromNanoseconds(int(duration_s * 1e9))
+    result.completed.output_json = output_json
+    return result

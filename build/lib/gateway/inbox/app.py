@@ -1,0 +1,300 @@
+"""The inbox web app: pages, decisions, sign-in and live updates (Starlette).
+
+Every state change (decide, sign in, sign out) is a POST that carries a synchronizer CSRF token
+bound to the session (or to the identity of a header-authenticated request) and is refused when
+the browser marks it cross-site. Decisions go to ApprovalAdmin with `on_behalf_of` = the human
+and the input hash the page showed (SI-5); the refusal ApprovalAdmin answers is shown as is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Final
+from urllib.parse import quote
+
+import grpc
+import orjson
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Route
+
+from capgate.v1 import types_pb2
+from gateway.auth.base import AuthenticationFailed
+from gateway.inbox import views
+from gateway.inbox.admin import AdminClient
+from gateway.inbox.auth import ApproverAuth, Human
+from gateway.inbox.book import ApprovalBook
+from gateway.inbox.session import SessionCodec
+from gateway.inbox.settings import InboxSettings
+from gateway.inbox.signin import SignIn
+from gateway.inbox.web import (
+    STATIC,
+    FormError,
+    SecurityHeaders,
+    cross_site,
+    read_form,
+    safe_next,
+    static_file,
+    templates,
+)
+
+log = logging.getLogger("capgate.inbox")
+SSE_KEEPALIVE_S: Final = 15.0
+SSE_MAX_S: Final = 600.0  # then the browser reconnects and is authenticated again
+MAX_NOTE: Final = 1000
+_REFUSED_STATUS: Final = {"FORBIDDEN": 403, "APPROVAL_SELF_APPROVAL": 403}
+
+
+class Inbox:
+    """One inbox: settings, the admin client, the approval book and the ASGI app."""
+
+    def __init__(
+        self,
+        settings: InboxSettings,
+        *,
+        client: AdminClient | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        secret = settings.session_secret.encode() or secrets.token_bytes(32)
+        self.codec = SessionCodec(secret, lifetime_s=settings.session_lifetime_s, clock=clock)
+        self.auth = ApproverAuth(settings, self.codec)
+        self.client = client or AdminClient(settings.admin, clock=clock)
+        self.book = ApprovalBook(self.client, history_limit=settings.history_limit, clock=clock)
+        self.secure_cookies = settings.base_url.startswith("https://")
+        self.closing = asyncio.Event()
+        self.signin = SignIn(self)
+        self.app = Starlette(
+            routes=[
+                Route("/", self.pending_page),
+                Route("/history", self.history_page),
+                Route("/approvals/{approval_id}", self.detail_page),
+                Route("/approvals/{approval_id}/decide", self.decide, methods=["POST"]),
+                Route("/events", self.events),
+                Route("/login", self.signin.page),
+                Route("/login", self.signin.login, methods=["POST"]),
+                Route("/logout", self.signin.logout, methods=["POST"]),
+                Route("/static/{name}", self.static),
+                Route("/healthz", self.health),
+            ],
+            middleware=[Middleware(SecurityHeaders)],
+            lifespan=self._lifespan,
+        )
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
+        task = asyncio.get_running_loop().create_task(self.book.run(), name="inbox-watch")
+        try:
+            yield
+        finally:
+            self.closing.set()
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await self.client.close()
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def human(self, request: Request) -> Human | None:
+        try:
+            return self.auth.authenticate(request.headers, request.cookies)
+        except AuthenticationFailed:
+            return None
+
+    def render(self, name: str, human: Human | None, status: int = 200, **context: Any) -> Response:
+        actor = human.actor if human else None
+        shown = self._visible(human, self.book.pending()) if human else []
+        base = {
+            "human": actor,
+            "csrf": self.codec.csrf_token(human.binding) if human else "",
+            "can_sign_out": bool(human and human.source == "session"),
+            "pending_count": len(shown),
+            "live": self.book.live,
+            "version": self.book.version,
+            "approval_id": "",
+            "page": "",
+            "title": "Approvals",
+        }
+        html = templates().get_template(name).render(**(base | context))
+        return HTMLResponse(html, status_code=status)
+
+    def error(self, human: Human | None, status: int, title: str, message: str) -> Response:
+        return self.render("error.html", human, status, title=title, message=message)
+
+    def _visible(self, human: Human, approvals: list[types_pb2.Approval]) -> list[Any]:
+        roles = self.settings.auditor_roles
+        return [a for a in approvals if views.visible(human.actor, a, roles)]
+
+    def _sign_in(self, request: Request) -> Response:
+        target = safe_next(
+            request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        )
+        return RedirectResponse(f"/login?next={views_quote(target)}", status_code=303)
+
+    # -- pages ---------------------------------------------------------------------------
+
+    async def pending_page(self, request: Request) -> Response:
+        return self._list_page(request, "pending")
+
+    async def history_page(self, request: Request) -> Response:
+        return self._list_page(request, "history")
+
+    def _list_page(self, request: Request, page: str) -> Response:
+        human = self.human(request)
+        if human is None:
+            return self._sign_in(request)
+        q = request.query_params
+        filters = views.Filters.parse(q.get("capability"), q.get("risk"))
+        source = self.book.pending() if page == "pending" else self.book.history()
+        shown = self._visible(human, source)
+        now = self.clock()
+        rows = [views.row(a, human.actor, now) for a in shown if filters.keep(a)]
+        return self.render(
+            f"{page}.html",
+            human,
+            page=page,
+            rows=rows,
+            filters=filters,
+            capabilities=views.capabilities_of(shown),
+            risks=views.RISKS,
+            title="Pending approvals" if page == "pending" else "History",
+        )
+
+    async def detail_page(self, request: Request) -> Response:
+        human = self.human(request)
+        if human is None:
+            return self._sign_in(request)
+        return self._detail(human, request.path_params["approval_id"])
+
+    def _detail(
+        self,
+        human: Human,
+        approval_id: str,
+        *,
+        status: int = 200,
+        error: dict[str, str] | None = None,
+        note: str = "",
+    ) -> Response:
+        approval = self.book.get(approval_id)
+        if approval is None or not self._visible(human, [approval]):
+            if error is not None:  # refused, and not something this human may look at
+                return self.error(human, status, "Refused", f"{error['code']}: {error['message']}")
+            return self.error(human, 404, "Not found", "No such approval, or not one you may see.")
+        r = views.row(approval, human.actor, self.clock())
+        return self.render(
+            "detail.html",
+            human,
+            status,
+            r=r,
+            error=error,
+            note=note,
+            approval_id=approval.id,
+            title=approval.capability_id,
+        )
+
+    # -- state changes -------------------------------------------------------------------
+
+    async def decide(self, request: Request) -> Response:
+        human = self.human(request)
+        if human is None:
+            return self.error(None, 401, "Signed out", "Sign in again to decide.")
+        try:
+            form = await read_form(request)
+        except FormError as exc:
+            return self.error(human, exc.status, "Bad request", str(exc))
+        if cross_site(request) or not self.codec.csrf_ok(human.binding, form.get("csrf", "")):
+            return self.error(
+                human,
+                403,
+                "Refused",
+                "The form did not come from this inbox "
+                "(missing or invalid CSRF token). Reload the page and try again.",
+            )
+        verdict, note = form.get("verdict"), form.get("note", "")[:MAX_NOTE]
+        if verdict not in ("approve", "reject"):
+            return self.error(human, 400, "Bad request", "Choose approve or reject.")
+        approval_id = request.path_params["approval_id"]
+        try:
+            reply = await self.client.decide(
+                approval_id,
+                approve=verdict == "approve",
+                note=note,
+                input_hash=form.get("input_hash", ""),
+                human=human.actor,
+            )
+        except grpc.aio.AioRpcError as exc:
+            log.warning("inbox: DecideApproval failed: %s", exc.code().name)
+            return self.error(
+                human,
+                502,
+                "Gateway unavailable",
+                "The gateway did not answer; nothing was decided. Try again.",
+            )
+        if reply.HasField("error"):
+            code = str(types_pb2.ErrorCode.Name(reply.error.code)).removeprefix("ERROR_CODE_")
+            error = {"code": code, "message": reply.error.message}
+            return self._detail(
+                human, approval_id, status=_REFUSED_STATUS.get(code, 409), error=error, note=note
+            )
+        self.book.merge(reply.approval)
+        log.info("inbox: %s %s approval %s", human.actor.id, verdict, approval_id)
+        return RedirectResponse(f"/approvals/{views_quote(approval_id)}", status_code=303)
+
+    # -- live updates, static files, health ----------------------------------------------
+
+    async def events(self, request: Request) -> Response:
+        human = self.human(request)
+        if human is None:
+            return Response("sign in first", status_code=401, media_type="text/plain")
+        raw = request.query_params.get("since", "0")
+        since = int(raw) if raw.isdigit() and len(raw) < 16 else 0
+        return StreamingResponse(
+            self._stream(human, since),
+            media_type="text/event-stream",
+            headers={"x-accel-buffering": "no"},
+        )
+
+    async def _stream(self, human: Human, since: int) -> AsyncIterator[bytes]:
+        seen, deadline = since, time.monotonic() + SSE_MAX_S
+        yield b"retry: 2000\n\n"
+        while not self.closing.is_set() and time.monotonic() < deadline:
+            version = await self.book.wait_change(seen, SSE_KEEPALIVE_S)
+            if version == seen:
+                yield b": keep-alive\n\n"
+                continue
+            # Only ids of approvals this human may see; never any content.
+            ids = [a.id for a in self._visible(human, self.book.changed_since(seen))]
+            seen = version
+            if ids:
+                data = orjson.dumps({"version": version, "ids": ids})
+                yield b"event: change\ndata: " + data + b"\n\n"
+
+    async def static(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in STATIC:
+            return Response("not found", status_code=404, media_type="text/plain")
+        return Response(static_file(name), media_type=STATIC[name])
+
+    async def health(self, _request: Request) -> Response:
+        ready = self.book.synced_at is not None
+        return JSONResponse(
+            {"ready": ready, "live": self.book.live}, status_code=200 if ready else 503
+        )
+
+
+def views_quote(value: str) -> str:
+    return quote(value, safe="/?=&")

@@ -1,0 +1,68 @@
+"""Who is at the keyboard: approver authentication for the inbox (SI-3 for humans).
+
+Order: an `Authorization: Bearer` JWT, then the proxy's signed identity assertion header, then
+the session cookie set by the sign-in page. A credential that is presented but invalid is a
+failure — never a fall-through to a weaker one. JWTs and assertions are checked by
+`gateway.auth.jwt.JwtAuthenticator`, the gateway's own validation (pinned algorithms, exp,
+aud, iss allow-list, bounded lifetime).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gateway.auth.base import AuthenticationFailed
+from gateway.auth.jwt import JwtAuthenticator
+from gateway.inbox.session import (
+    SESSION_COOKIE,
+    SessionCodec,
+    identity_binding,
+    session_binding,
+)
+from gateway.inbox.settings import InboxSettings
+from gateway.model import Actor
+
+
+@dataclass(frozen=True, slots=True)
+class Human:
+    """An authenticated approver and the binding its CSRF tokens derive from."""
+
+    actor: Actor
+    binding: str
+    source: str  # bearer | proxy | session
+
+
+class ApproverAuth:
+    def __init__(self, settings: InboxSettings, codec: SessionCodec) -> None:
+        self.jwt = JwtAuthenticator(settings.jwt) if settings.jwt else None
+        self.proxy = JwtAuthenticator(settings.proxy.jwt) if settings.proxy else None
+        self.proxy_header = settings.proxy.header if settings.proxy else ""
+        self.codec = codec
+
+    def verify_token(self, token: str) -> Actor:
+        """A pasted bearer JWT (the sign-in page); `AuthenticationFailed` when invalid."""
+        if self.jwt is None:
+            raise AuthenticationFailed("bearer tokens are not accepted here")
+        return self.jwt.authenticate([("authorization", f"Bearer {token}")], {}, "")
+
+    def authenticate(self, headers: Mapping[str, str], cookies: Mapping[str, str]) -> Human | None:
+        """The human behind a request; None when no credential was presented."""
+        authorization = headers.get("authorization")
+        if authorization is not None:
+            if self.jwt is None:
+                raise AuthenticationFailed("bearer tokens are not accepted here")
+            actor = self.jwt.authenticate([("authorization", authorization)], {}, "")
+            return Human(actor, identity_binding(actor), "bearer")
+        if self.proxy is not None:
+            assertion = headers.get(self.proxy_header)
+            if assertion is not None:
+                actor = self.proxy.authenticate([("authorization", f"Bearer {assertion}")], {}, "")
+                return Human(actor, identity_binding(actor), "proxy")
+        cookie = cookies.get(SESSION_COOKIE)
+        if cookie:
+            session = self.codec.read(cookie)
+            if session is None:
+                return None  # expired or forged: sign in again
+            return Human(session.actor, session_binding(session), "session")
+        return None

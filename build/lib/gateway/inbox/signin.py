@@ -1,0 +1,102 @@
+"""Signing in and out of the inbox with a bearer JWT pasted into a form.
+
+The token is validated like any gateway credential (`ApproverAuth.verify_token`); the session
+cookie it buys lasts no longer than the token. The sign-in form is protected against login CSRF
+(an attacker signing a victim into the attacker's account) by a token bound to a pre-session
+nonce in its own cookie; signing out needs the session's CSRF token.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import TYPE_CHECKING
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from gateway.auth import jws
+from gateway.auth.base import AuthenticationFailed
+from gateway.inbox.session import LOGIN_COOKIE, SESSION_COOKIE, login_binding
+from gateway.inbox.web import FormError, cross_site, read_form, safe_next
+
+if TYPE_CHECKING:
+    from gateway.inbox.app import Inbox
+
+log = logging.getLogger("capgate.inbox")
+LOGIN_FORM_S = 1800
+
+
+class SignIn:
+    def __init__(self, inbox: Inbox) -> None:
+        self.inbox = inbox
+
+    async def page(self, request: Request) -> Response:
+        if self.inbox.human(request) is not None:
+            return RedirectResponse(safe_next(request.query_params.get("next")), status_code=303)
+        return self._form(request.query_params.get("next"), None)
+
+    def _form(self, next_path: str | None, error: str | None, status: int = 200) -> Response:
+        nonce = secrets.token_urlsafe(16)
+        response = self.inbox.render(
+            "login.html",
+            None,
+            status,
+            next=safe_next(next_path),
+            error=error,
+            title="Sign in",
+            csrf=self.inbox.codec.csrf_token(login_binding(nonce)),
+        )
+        self.cookie(response, LOGIN_COOKIE, nonce, max_age=LOGIN_FORM_S)
+        return response
+
+    async def login(self, request: Request) -> Response:
+        inbox = self.inbox
+        try:
+            form = await read_form(request)
+        except FormError as exc:
+            return inbox.error(None, exc.status, "Bad request", str(exc))
+        nonce = request.cookies.get(LOGIN_COOKIE, "")
+        token_ok = bool(nonce) and inbox.codec.csrf_ok(login_binding(nonce), form.get("csrf", ""))
+        if cross_site(request) or not token_ok:
+            return self._form(form.get("next"), "The sign-in form expired. Try again.", 403)
+        token = form.get("token", "").strip()
+        try:
+            actor = inbox.auth.verify_token(token)
+            expires = float(jws.parse_compact(token).payload["exp"])
+        except AuthenticationFailed as exc:
+            # `reason` is a fixed public phrase ("wrong audience"), never token content.
+            return self._form(form.get("next"), f"The token was refused: {exc.reason}.", 401)
+        value, session = inbox.codec.issue(actor, not_after=expires)
+        response = RedirectResponse(safe_next(form.get("next")), status_code=303)
+        lifetime = max(1, int(session.expires_at - inbox.clock()))
+        self.cookie(response, SESSION_COOKIE, value, max_age=lifetime)
+        response.delete_cookie(LOGIN_COOKIE, path="/")
+        log.info("inbox: %s signed in", actor.id)
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        inbox = self.inbox
+        human = inbox.human(request)
+        if human is not None:
+            try:
+                form = await read_form(request)
+            except FormError as exc:
+                return inbox.error(human, exc.status, "Bad request", str(exc))
+            if cross_site(request) or not inbox.codec.csrf_ok(human.binding, form.get("csrf", "")):
+                return inbox.error(human, 403, "Refused", "Missing or invalid CSRF token.")
+        response = RedirectResponse("/login", status_code=303)
+        response.delete_cookie(SESSION_COOKIE, path="/")
+        return response
+
+    def cookie(self, response: Response, name: str, value: str, *, max_age: int) -> None:
+        """HttpOnly, SameSite=Strict, Secure behind an https base URL."""
+        response.set_cookie(
+            name,
+            value,
+            max_age=max_age,
+            path="/",
+            httponly=True,
+            samesite="strict",
+            secure=self.inbox.secure_cookies,
+        )

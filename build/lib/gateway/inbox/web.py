@@ -1,0 +1,116 @@
+"""HTTP plumbing of the inbox: security headers, bounded form parsing, templates, static files.
+
+Content-Security-Policy: scripts, styles and connections from this origin only, no inline
+script or style, no framing, forms post only here. Templates autoescape everything
+(`StrictUndefined` turns a typo into an error instead of an empty string).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from importlib import resources
+from typing import Any, Final
+from urllib.parse import parse_qsl, quote
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from starlette.datastructures import MutableHeaders
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+CSP: Final = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+HEADERS: Final = (
+    ("content-security-policy", CSP),
+    ("x-content-type-options", "nosniff"),
+    ("x-frame-options", "DENY"),
+    ("referrer-policy", "no-referrer"),
+    ("cross-origin-opener-policy", "same-origin"),
+    ("cross-origin-resource-policy", "same-origin"),
+    ("permissions-policy", "camera=(), microphone=(), geolocation=()"),
+    ("cache-control", "no-store"),
+)
+MAX_FORM_BYTES: Final = 64 * 1024
+STATIC: Final = {
+    "inbox.js": "text/javascript; charset=utf-8",
+    "inbox.css": "text/css; charset=utf-8",
+}
+_SAFE_NEXT = re.compile(r"/(?!/)[A-Za-z0-9/_.~%?=&-]{0,300}")
+
+
+class FormError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class SecurityHeaders:
+    """ASGI middleware adding `HEADERS` to every HTTP response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in HEADERS:
+                    headers[name] = value
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """An urlencoded form body, bounded in size and field count."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/x-www-form-urlencoded":
+        raise FormError(415, "Forms must be sent as application/x-www-form-urlencoded.")
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            raise FormError(413, "The form is too large.")
+    try:
+        pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=10)
+    except (UnicodeDecodeError, ValueError):
+        raise FormError(400, "The form could not be read.") from None
+    return dict(pairs)
+
+
+def cross_site(request: Request) -> bool:
+    """Browsers mark cross-site requests (Fetch Metadata); such state changes are refused."""
+    return request.headers.get("sec-fetch-site", "") == "cross-site"
+
+
+def safe_next(value: str | None) -> str:
+    """A same-origin path to go back to after signing in; anything else becomes '/'."""
+    return value if value and _SAFE_NEXT.fullmatch(value) else "/"
+
+
+def segment(value: Any) -> str:
+    return quote(str(value), safe="")
+
+
+@functools.cache
+def templates() -> Environment:
+    env = Environment(
+        loader=PackageLoader("gateway.inbox", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["segment"] = segment
+    return env
+
+
+@functools.cache
+def static_file(name: str) -> bytes:
+    return resources.files("gateway.inbox").joinpath(f"static/{name}").read_bytes()

@@ -1,0 +1,132 @@
+"""What an MCP request must pass before any JSON-RPC is read: the Host and Origin allow-lists
+(DNS-rebinding protection, MCP "Security Warning") and the bearer challenge with its RFC 9728
+protected-resource metadata.
+
+Host: a request whose Host header names no allowed host is refused (421): a rebinding page
+reaches the listener under the attacker's host name. Origin: browsers send it, other clients
+usually don't; when present it must be listed (403), and listed origins get CORS headers.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from gateway.settings import McpSettings
+
+WELL_KNOWN: Final = "/.well-known/oauth-protected-resource"
+LOOPBACK_NAMES: Final = ("localhost", "127.0.0.1", "[::1]")
+CORS_REQUEST_HEADERS: Final = (
+    "authorization, content-type, accept, mcp-session-id, mcp-protocol-version, "
+    "last-event-id, traceparent, tracestate"
+)
+CORS_EXPOSED_HEADERS: Final = "mcp-session-id, www-authenticate"
+
+
+def split_authority(value: str) -> tuple[str, str | None]:
+    """`host[:port]` (a bracketed IPv6 host included) as (lower-case host, port or None)."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        end = value.find("]")
+        if end < 0:
+            return "", None
+        rest = value[end + 1 :]
+        return value[: end + 1], rest[1:] if rest.startswith(":") else None
+    host, sep, port = value.rpartition(":")
+    return (host, port) if sep else (value, None)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class HostAllowList:
+    """Entries are `host` (any port) or `host:port`; matching ignores case."""
+
+    def __init__(self, entries: Iterable[str]) -> None:
+        self._any_port: set[str] = set()
+        self._exact: set[tuple[str, str]] = set()
+        for entry in entries:
+            host, port = split_authority(entry)
+            if port is None:
+                self._any_port.add(host)
+            else:
+                self._exact.add((host, port))
+
+    def __bool__(self) -> bool:
+        return bool(self._any_port or self._exact)
+
+    def allows(self, header: str) -> bool:
+        host, port = split_authority(header)
+        if not host:
+            return False
+        return host in self._any_port or (port is not None and (host, port) in self._exact)
+
+
+def host_allow_list(settings: McpSettings, bind_host: str) -> HostAllowList:
+    """The configured hosts, the resource URL's host, and the loopback names when the listener
+    binds a loopback address (where only local clients can reach it anyway)."""
+    entries = list(settings.allowed_hosts)
+    if settings.resource_url:
+        entries.append(urlsplit(settings.resource_url).netloc)
+    if is_loopback(bind_host.strip("[]")):
+        entries.extend(LOOPBACK_NAMES)
+    return HostAllowList(entries)
+
+
+def origin_allowed(settings: McpSettings, origin: str) -> bool:
+    wanted = origin.strip().lower()
+    return any(wanted == allowed.lower().rstrip("/") for allowed in settings.allowed_origins)
+
+
+def resource_url(settings: McpSettings, *, scheme: str, host: str) -> str:
+    """The RFC 9728 resource identifier: configured, else this listener as the client reached it
+    (the Host header has passed the allow-list by then)."""
+    return settings.resource_url or f"{scheme}://{host}{settings.path}"
+
+
+def metadata_url(resource: str) -> str:
+    """RFC 9728 §3.1: the well-known path goes between the host and the resource's path."""
+    parts = urlsplit(resource)
+    return f"{parts.scheme}://{parts.netloc}{WELL_KNOWN}{parts.path.rstrip('/')}"
+
+
+def metadata_paths(settings: McpSettings) -> frozenset[str]:
+    paths = {WELL_KNOWN, WELL_KNOWN + settings.path.rstrip("/")}
+    if settings.resource_url:
+        paths.add(WELL_KNOWN + urlsplit(settings.resource_url).path.rstrip("/"))
+    return frozenset(paths)
+
+
+def authorization_servers(settings: McpSettings, issuers: Iterable[str]) -> list[str]:
+    """Configured servers, else the listener's JWT issuers that are URLs (RFC 8414 issuers)."""
+    if settings.authorization_servers:
+        return list(settings.authorization_servers)
+    return [i for i in issuers if i.startswith(("https://", "http://"))]
+
+
+def metadata_document(resource: str, servers: list[str], name: str) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "resource": resource,
+        "bearer_methods_supported": ["header"],
+        "resource_name": name,
+    }
+    if servers:
+        document["authorization_servers"] = servers
+    return document
+
+
+def challenge(resource_metadata: str, reason: str | None) -> str:
+    """`WWW-Authenticate` for a 401 (RFC 6750 §3, RFC 9728 §5.1). Without a presented token
+    there is no error code; `reason` is a fixed phrase (AuthenticationFailed), never token text."""
+    value = f'Bearer resource_metadata="{resource_metadata}"'
+    if reason is not None:
+        value += f', error="invalid_token", error_description="{reason}"'
+    return value

@@ -1,0 +1,275 @@
+"""MCP Streamable HTTP: the one endpoint (POST, DELETE; GET answers 405 since capgate never
+sends server-initiated messages) and the RFC 9728 metadata, as a small ASGI app.
+
+Each request passes, in this order: Host allow-list (421), path, Origin allow-list (403),
+method, bearer JWT with the listener's validation (401 with the resource-metadata challenge),
+content negotiation (406, 415), body size (413), strict JSON (no duplicate keys, 64-bit
+integers: §12), the message, the session (400 without one, 404 unknown or another actor's)
+and the `MCP-Protocol-Version` header (400 when unsupported or not the session's). Only then
+does the handler run. A request's answer is JSON or, when the client prefers it, one SSE event.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from gateway.auth.base import AuthenticationFailed, Authenticator
+from gateway.errors import CapabilityError
+from gateway.jsonvalue import parse_json
+from gateway.mcp import guard
+from gateway.mcp.jsonrpc import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    RpcError,
+    error,
+    parse_message,
+    request_id,
+    result,
+)
+from gateway.mcp.protocol import SESSIONLESS, SUPPORTED_VERSIONS, McpHandler
+from gateway.mcp.sessions import Session, SessionStore
+from gateway.model import Actor, Limits
+from gateway.settings import Listener, McpSettings
+from gateway.telemetry import tracing
+
+Encoding = Literal["json", "sse"]
+_ALLOW: Final = "POST, DELETE, OPTIONS"
+_MEDIA: Final = (("json", "application/json"), ("sse", "text/event-stream"))
+
+
+def negotiate(accept: str | None) -> Encoding | None:
+    """The response encoding the client prefers (q-values, then order; JSON on a tie or
+    without an Accept header), or None when it accepts neither."""
+    if not accept:
+        return "json"
+    best: dict[str, tuple[float, int, int]] = {}  # kind -> (q, specificity, -position)
+    for position, part in enumerate(accept.split(",")):
+        media, *params = (p.strip().lower() for p in part.split(";"))
+        q = 1.0
+        for param in params:
+            if param.startswith("q="):
+                try:
+                    q = float(param[2:])
+                except ValueError:
+                    q = 0.0
+        for kind, full in _MEDIA:
+            wildcard = full.split("/")[0] + "/*"
+            specificity = {full: 2, wildcard: 1, "*/*": 0}.get(media)
+            if specificity is not None and (kind not in best or specificity > best[kind][1]):
+                best[kind] = (q, specificity, -position)
+    choices = [(q, pos, kind == "json", kind) for kind, (q, _, pos) in best.items() if q > 0]
+    if not choices:
+        return None
+    chosen: Encoding = "sse" if max(choices)[3] == "sse" else "json"
+    return chosen
+
+
+def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(body), status, headers, media_type="application/json")
+
+
+def _fail(
+    status: int,
+    message: str,
+    *,
+    code: int = INVALID_REQUEST,
+    data: Any = None,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    """A transport-level refusal: a JSON-RPC error without id (the spec allows one)."""
+    return _json(status, error(None, RpcError(code, message, data)), headers)
+
+
+def _encode(body: dict[str, Any], encoding: Encoding, headers: dict[str, str]) -> Response:
+    data = orjson.dumps(body)  # one line: no newline can end the SSE event early
+    if encoding == "sse":
+        return Response(
+            b"event: message\ndata: " + data + b"\n\n",
+            200,
+            {**headers, "cache-control": "no-cache"},
+            media_type="text/event-stream",
+        )
+    return Response(data, 200, headers, media_type="application/json")
+
+
+async def _read_body(request: Request, limit: int) -> bytes | None:
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class McpApp:
+    """The ASGI application of one MCP listener."""
+
+    def __init__(
+        self,
+        listener: Listener,
+        handler: McpHandler,
+        sessions: SessionStore,
+        authenticator: Authenticator,
+        *,
+        hosts: guard.HostAllowList,
+        scheme: str,
+        limits: Limits,
+        issuers: tuple[str, ...],
+    ) -> None:
+        self._name = listener.name
+        self._settings = listener.mcp or McpSettings()
+        self._handler = handler
+        self._sessions = sessions
+        self._auth = authenticator
+        self._hosts = hosts
+        self._scheme = scheme
+        self._limits = limits
+        self._metadata_paths = guard.metadata_paths(self._settings)
+        self._servers = guard.authorization_servers(self._settings, issuers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return  # lifespan is off; websockets are not served
+        request = Request(scope, receive)
+        response = await self._route(request)
+        await response(scope, receive, send)
+
+    async def _route(self, request: Request) -> Response:
+        host = request.headers.get("host", "")
+        if not self._hosts.allows(host):
+            return _fail(421, "Misdirected Request: this host name is not served here.")
+        path = request.url.path
+        if path in self._metadata_paths:
+            return self._metadata(request, host)
+        if path != self._settings.path:
+            return _fail(404, "Not Found.")
+        origin = request.headers.get("origin")
+        if origin is not None and not guard.origin_allowed(self._settings, origin):
+            return _fail(403, "Forbidden: origin not allowed.")
+        response = await self._endpoint(request, host)
+        if origin is not None:
+            response.headers["access-control-allow-origin"] = origin
+            response.headers["access-control-expose-headers"] = guard.CORS_EXPOSED_HEADERS
+            response.headers["vary"] = "Origin"
+        return response
+
+    def _metadata(self, request: Request, host: str) -> Response:
+        if request.method not in ("GET", "HEAD"):
+            return _fail(405, "Method Not Allowed.", headers={"allow": "GET, HEAD"})
+        resource = guard.resource_url(self._settings, scheme=self._scheme, host=host)
+        document = guard.metadata_document(resource, self._servers, f"capgate ({self._name})")
+        return _json(200, document, {"access-control-allow-origin": "*"})
+
+    async def _endpoint(self, request: Request, host: str) -> Response:
+        method = request.method
+        if method == "OPTIONS":  # CORS preflight from an allowed origin
+            return Response(
+                None,
+                204,
+                {
+                    "allow": _ALLOW,
+                    "access-control-allow-methods": "POST, DELETE",
+                    "access-control-allow-headers": guard.CORS_REQUEST_HEADERS,
+                    "access-control-max-age": "600",
+                },
+            )
+        if method not in ("POST", "DELETE"):
+            return _fail(405, "Method Not Allowed.", headers={"allow": _ALLOW})
+        credentials = request.headers.getlist("authorization")
+        try:
+            actor = self._auth.authenticate(
+                [("authorization", value) for value in credentials], {}, _peer(request)
+            )
+        except AuthenticationFailed as exc:
+            return self._unauthorized(host, exc.reason if credentials else None)
+        if method == "DELETE":
+            return self._delete(request, actor)
+        return await self._post(request, actor)
+
+    def _unauthorized(self, host: str, reason: str | None) -> Response:
+        resource = guard.resource_url(self._settings, scheme=self._scheme, host=host)
+        header = guard.challenge(guard.metadata_url(resource), reason)
+        message = f"Unauthorized: {reason}." if reason else "Unauthorized: bearer token required."
+        return _fail(401, message, headers={"www-authenticate": header})
+
+    def _delete(self, request: Request, actor: Actor) -> Response:
+        session_id = request.headers.get("mcp-session-id")
+        if not session_id:
+            return _fail(400, "Bad Request: Mcp-Session-Id header required.")
+        if not self._sessions.close(session_id, actor.identity):
+            return _fail(404, "Session not found.")
+        return Response(None, 204)
+
+    def _session(self, request: Request, actor: Actor) -> Session | Response:
+        session_id = request.headers.get("mcp-session-id")
+        if not session_id:
+            return _fail(400, "Bad Request: Mcp-Session-Id header required.")
+        session = self._sessions.get(session_id, actor.identity)
+        if session is None:
+            return _fail(404, "Session not found.")
+        version = request.headers.get("mcp-protocol-version")
+        if version is not None and version not in SUPPORTED_VERSIONS:
+            return _fail(
+                400,
+                "Bad Request: unsupported MCP-Protocol-Version.",
+                data={"supported": list(SUPPORTED_VERSIONS)},
+            )
+        if version is not None and version != session.protocol_version:
+            return _fail(400, "Bad Request: MCP-Protocol-Version differs from the session's.")
+        return session
+
+    async def _post(self, request: Request, actor: Actor) -> Response:
+        encoding = negotiate(request.headers.get("accept"))
+        if encoding is None:
+            return _fail(406, "Not Acceptable: accept application/json or text/event-stream.")
+        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media != "application/json":
+            return _fail(415, "Unsupported Media Type: send application/json.")
+        body = await _read_body(request, self._limits.max_bytes)
+        if body is None:
+            return _fail(413, "Payload Too Large.")
+        try:
+            value = parse_json(body, self._limits, what="message")
+        except CapabilityError:
+            return _fail(400, "Parse error.", code=PARSE_ERROR)
+        try:
+            message = parse_message(value)
+        except RpcError as err:
+            return _json(400, error(request_id(value), err))
+        if message.kind != "request" or message.method not in SESSIONLESS:
+            session = self._session(request, actor)
+            if isinstance(session, Response):
+                return session
+        if message.kind != "request":
+            return Response(None, 202)  # notifications and responses: accepted, no body
+        traceparent = request.headers.get("traceparent", "")
+        carrier = [
+            (k, request.headers[k]) for k in ("traceparent", "tracestate") if k in request.headers
+        ]
+        attributes = {
+            "rpc.system": "jsonrpc",
+            "rpc.method": message.method,
+            "mcp.method.name": message.method,
+        }
+        with tracing.server_span(message.method, tracing.extract(tuple(carrier)), attributes):
+            try:
+                reply = await self._handler.handle(message, actor, traceparent=traceparent)
+            except RpcError as err:
+                return _encode(error(message.id, err), encoding, {})
+        headers = {"mcp-session-id": reply.session_id} if reply.session_id else {}
+        return _encode(result(message.id, reply.result), encoding, headers)
+
+
+def _peer(request: Request) -> str:
+    client = request.client
+    return f"ipv4:{client.host}:{client.port}" if client else ""

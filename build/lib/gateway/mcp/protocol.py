@@ -1,0 +1,264 @@
+"""The MCP methods of one listener, on top of the same pipelines as gRPC (stages 2-15).
+
+`initialize` negotiates the version and opens a session; `tools/list` is Describe for the
+listener's surface; `tools/call` is Invoke; `capgate_approval_status` checks or resumes the
+caller's own approval (Resume; nothing here can decide one); `ping`; and `server/discover`
+(2026-07-28) is answered with the handshake-era versions spoken here, which tells a modern
+client to fall back to `initialize` (ADR 0010). The actor always comes from the listener's
+authentication (SI-3) and the surface from the listener (SI-2).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib import metadata as importlib_metadata
+from typing import Any, Final
+
+from capgate.v1 import types_pb2
+from gateway import discovery, pipeline
+from gateway.approvals.convert import to_proto
+from gateway.call import Call, Runtime
+from gateway.envelope import error_proto
+from gateway.errors import CapabilityError, Code, InputIssue
+from gateway.jsonvalue import dumps
+from gateway.mcp import tools
+from gateway.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, UNKNOWN_TOOL, Message, RpcError
+from gateway.mcp.names import APPROVAL_TOOL, ToolTable, build_table
+from gateway.mcp.sessions import SessionStore
+from gateway.model import Actor
+from gateway.settings import Listener, McpSettings
+from gateway.snapshot import Snapshot
+
+log = logging.getLogger("capgate.mcp")
+
+SUPPORTED_VERSIONS: Final = ("2025-11-25", "2025-06-18")  # newest first
+SESSIONLESS: Final = frozenset({"initialize", "server/discover"})
+_INVALID_PARAMS: Final = RpcError(INVALID_PARAMS, "Invalid params.")
+_MAX_META_TEXT: Final = 256
+_NOT_STARTED: Final = types_pb2.EXECUTION_STATE_NOT_STARTED
+
+
+def _server_version() -> str:
+    try:
+        return importlib_metadata.version("capgate")
+    except importlib_metadata.PackageNotFoundError:
+        return "0"
+
+
+SERVER_INFO: Final = {"name": "capgate", "title": "capgate", "version": _server_version()}
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    """The tools of one snapshot for this listener, built once per revision (STYLE 4)."""
+
+    snapshot: Snapshot
+    table: ToolTable
+    static: Mapping[str, dict[str, Any]]  # capability id -> static tool part
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    result: dict[str, Any]
+    session_id: str | None = None  # set by initialize
+
+
+def _meta_text(params: dict[str, Any], key: str) -> str:
+    meta = params.get("_meta")
+    value = meta.get(tools.META + key, "") if isinstance(meta, dict) else ""
+    if not isinstance(value, str) or len(value) > _MAX_META_TEXT:
+        raise _INVALID_PARAMS
+    return value
+
+
+class McpHandler:
+    def __init__(
+        self,
+        listener: Listener,
+        snapshot: Callable[[], Snapshot],
+        runtime: Runtime,
+        sessions: SessionStore,
+    ) -> None:
+        self._surface = listener.surface
+        self._settings = listener.mcp or McpSettings()
+        self._snapshot = snapshot
+        self._rt = runtime
+        self._sessions = sessions
+        self._status_tool = self._settings.approval_tool and runtime.approvals is not None
+        self._catalog: Catalog | None = None
+
+    async def handle(self, message: Message, actor: Actor, *, traceparent: str = "") -> Reply:
+        """One request's result; `RpcError` for JSON-RPC errors."""
+        method = message.method
+        if method == "initialize":
+            return self._initialize(message.params, actor)
+        if method == "ping":
+            return Reply({})
+        if method == "server/discover":
+            return Reply(self._discover())
+        if method == "tools/list":
+            return Reply(self._list(message.params, actor))
+        if method == "tools/call":
+            return Reply(await self._call(message.params, actor, traceparent))
+        raise RpcError(METHOD_NOT_FOUND, "Method not found.")
+
+    def _capabilities(self) -> dict[str, Any]:
+        return {"tools": {"listChanged": False}}
+
+    def _initialize(self, params: dict[str, Any], actor: Actor) -> Reply:
+        requested = params.get("protocolVersion")
+        if not isinstance(requested, str):
+            raise _INVALID_PARAMS
+        # Version negotiation: the client's version when spoken here, else the newest one.
+        version = requested if requested in SUPPORTED_VERSIONS else SUPPORTED_VERSIONS[0]
+        session = self._sessions.open(actor.identity, version)
+        instructions = (
+            "Tools are capabilities governed by capgate. A refused call returns an error result "
+            "whose structuredContent.code says why."
+        )
+        if self._status_tool:
+            instructions += (
+                " A call may instead say it awaits human approval: tell the user, and once it is "
+                f"decided call {APPROVAL_TOOL} with the approval id to run it."
+            )
+        result = {
+            "protocolVersion": version,
+            "capabilities": self._capabilities(),
+            "serverInfo": SERVER_INFO,
+            "instructions": instructions,
+        }
+        return Reply(result, session_id=session.id)
+
+    def _discover(self) -> dict[str, Any]:
+        # 2026-07-28 clients probe with server/discover; listing only handshake-era versions
+        # makes them use initialize (the dual-era rule), the one lifecycle spoken here.
+        return {
+            "supportedVersions": list(SUPPORTED_VERSIONS),
+            "capabilities": self._capabilities(),
+            "serverInfo": SERVER_INFO,
+            "resultType": "complete",
+            "ttlMs": 0,
+            "cacheScope": "private",
+        }
+
+    def _catalog_of(self, snapshot: Snapshot) -> Catalog:
+        cached = self._catalog
+        if cached is not None and cached.snapshot is snapshot:
+            return cached
+        schemas: dict[str, dict[str, Any]] = {}
+        for cap_id, prepared in snapshot.capabilities.items():
+            if not prepared.capability.exposed_on(self._surface):
+                continue
+            schema = tools.input_schema(prepared.descriptor.input_schema_json)
+            if schema is None:
+                log.warning("capability %s is not an MCP tool: its input is not an object", cap_id)
+                continue
+            schemas[cap_id] = schema
+        table, clashes = build_table(
+            schemas, self._settings.tool_names, approval_tool=self._status_tool
+        )
+        for clash in clashes:
+            log.error("MCP tool left out (revision %s): %s", snapshot.revision, clash)
+        static = {
+            cap_id: tools.static_tool(
+                name, snapshot.capabilities[cap_id].capability, schemas[cap_id]
+            )
+            for name, cap_id in table.by_name.items()
+        }
+        self._catalog = Catalog(snapshot, table, static)
+        return self._catalog
+
+    def _list(self, params: dict[str, Any], actor: Actor) -> dict[str, Any]:
+        if params.get("cursor") is not None:
+            raise RpcError(INVALID_PARAMS, "Invalid cursor.")  # the list is never paginated
+        snapshot = self._snapshot()
+        catalog = self._catalog_of(snapshot)
+        described = discovery.describe(
+            snapshot, self._rt, surface=self._surface, actor=actor, ids=[]
+        )
+        listed = [
+            tools.tool(catalog.static[d.id], d)
+            for d in described.capabilities
+            if d.id in catalog.static
+        ]
+        if self._status_tool:
+            listed.append(tools.APPROVAL_STATUS_TOOL)
+        return {"tools": listed}
+
+    async def _call(self, params: dict[str, Any], actor: Actor, traceparent: str) -> dict[str, Any]:
+        # Every params check comes before the name lookup, so that a malformed call is answered
+        # the same way whether or not the tool exists or is hidden (SI-8).
+        name, arguments = params.get("name"), params.get("arguments")
+        arguments = {} if arguments is None else arguments
+        if not isinstance(name, str) or not isinstance(arguments, dict):
+            raise _INVALID_PARAMS
+        idempotency_key = _meta_text(params, "idempotencyKey")
+        correlation_id = _meta_text(params, "correlationId")
+        if self._status_tool and name == APPROVAL_TOOL:
+            return await self._approval_status(arguments, actor, correlation_id, traceparent)
+        snapshot = self._snapshot()  # one snapshot from start to end (§12)
+        cap_id = self._catalog_of(snapshot).table.capability(name)
+        if cap_id is None:
+            raise UNKNOWN_TOOL
+        call = Call(
+            snapshot=snapshot,
+            surface=self._surface,
+            actor=actor,
+            capability_id=cap_id,
+            raw_input=dumps(arguments),
+            idempotency_key=idempotency_key,
+            correlation_id=correlation_id,
+            traceparent=traceparent,
+        )
+        result = await pipeline.run(call, self._rt, pipeline.INVOKE)
+        return tools.call_result(result, status_tool=self._status_tool)
+
+    async def _approval_status(
+        self, arguments: dict[str, Any], actor: Actor, correlation_id: str, traceparent: str
+    ) -> dict[str, Any]:
+        approval_id, resume = arguments.get("approval_id"), arguments.get("resume", True)
+        issues = [
+            InputIssue(f"$.{k}", "is not allowed")
+            for k in sorted(arguments)
+            if k not in ("approval_id", "resume")
+        ]
+        if not isinstance(approval_id, str) or not 0 < len(approval_id) <= 128:
+            issues.append(InputIssue("$.approval_id", "must be a string of 1 to 128 characters"))
+        if not isinstance(resume, bool):
+            issues.append(InputIssue("$.resume", "must be a boolean"))
+        if issues:
+            return _failure(CapabilityError(Code.INPUT_INVALID, issues=tuple(issues)))
+        assert isinstance(approval_id, str)
+        store = self._rt.approvals
+        try:
+            record = await store.get(approval_id)
+        except CapabilityError as err:
+            return _failure(err)
+        # Bound to the requester and the surface it asked on; anything else reads as unknown.
+        if (
+            record is None
+            or record.requester.identity != actor.identity
+            or record.surface != self._surface
+        ):
+            return _failure(CapabilityError(Code.APPROVAL_NOT_FOUND))
+        if record.status == "pending" or not resume:
+            view = to_proto(record, include_input=False, redactor=None)
+            return tools.approval_result(view, {}, status_tool=True, requested=False)
+        call = Call(
+            snapshot=self._snapshot(),
+            surface=self._surface,
+            actor=actor,
+            capability_id="",
+            raw_input=b"",
+            approval_id=approval_id,
+            correlation_id=correlation_id,
+            traceparent=traceparent,
+        )
+        result = await pipeline.run(call, self._rt, pipeline.RESUME)
+        return tools.call_result(result, status_tool=True, conceal_not_found=False)
+
+
+def _failure(err: CapabilityError) -> dict[str, Any]:
+    return tools.error_result(error_proto(err, _NOT_STARTED), {})

@@ -1,0 +1,155 @@
+"""Running MCP listeners: one uvicorn server per listener, in the gateway's event loop.
+
+The socket is bound here (port 0 works and `port` tells which one was taken) and handed to
+uvicorn; uvicorn's own signal handling is not used — `capgate serve` drains on SIGTERM and
+stops these listeners through `stop`, like the gRPC ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import uvicorn
+
+from gateway.auth.base import build_authenticator
+from gateway.call import Runtime
+from gateway.mcp import guard
+from gateway.mcp.http import McpApp
+from gateway.mcp.protocol import McpHandler
+from gateway.mcp.sessions import SessionStore
+from gateway.model import Limits
+from gateway.settings import Listener, McpSettings, Settings
+from gateway.snapshot import Snapshot
+
+log = logging.getLogger("capgate.mcp")
+
+_ENVELOPE_DEPTH = 4  # {"params": {"arguments": ...}} nests the input this much deeper
+_ENVELOPE_BYTES = 64 * 1024  # the JSON-RPC envelope around the largest input
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host, int(port)
+
+
+def _bind(address: str) -> socket.socket:
+    host, port = split_address(address)
+    bare = host.strip("[]")
+    family = socket.AF_INET6 if ":" in bare else socket.AF_INET
+    sock = socket.create_server((bare, port), family=family)
+    sock.setblocking(False)
+    return sock
+
+
+@dataclass
+class McpListener:
+    """One running MCP listener."""
+
+    listener: Listener
+    server: uvicorn.Server
+    sock: socket.socket
+    port: int
+    main: asyncio.Task[None] | None = field(default=None)
+
+    async def stop(self, grace_s: float) -> None:
+        self.server.config.timeout_graceful_shutdown = max(int(grace_s), 1)
+        self.server.should_exit = True
+        if self.main is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.main
+        await self.server.shutdown(sockets=[self.sock])
+
+
+def envelope_limits(settings: Settings) -> Limits:
+    """Limits for a whole JSON-RPC message: the largest of every capability's, a little deeper
+    and larger. Each capability's own limits are checked again on its input (stage 5)."""
+    every = [c.limits for c in settings.capabilities] + [settings.defaults.limits]
+    return Limits(
+        max_bytes=max(x.max_bytes for x in every) + _ENVELOPE_BYTES,
+        max_depth=max(x.max_depth for x in every) + _ENVELOPE_DEPTH,
+        max_list_length=max(x.max_list_length for x in every),
+        max_string_length=max(x.max_string_length for x in every),
+    )
+
+
+def build_app(
+    listener: Listener,
+    snapshot: Callable[[], Snapshot],
+    runtime: Runtime,
+    *,
+    limits: Limits,
+    scheme: str,
+) -> McpApp:
+    if listener.auth != "jwt" or listener.jwt is None:
+        raise ValueError(f"listener {listener.name!r}: MCP listeners need auth 'jwt'")
+    settings = listener.mcp or McpSettings()
+    sessions = SessionStore(
+        idle_timeout_s=settings.session_idle_timeout_s, max_sessions=settings.max_sessions
+    )
+    handler = McpHandler(listener, snapshot, runtime, sessions)
+    host, _ = split_address(listener.address)
+    return McpApp(
+        listener,
+        handler,
+        sessions,
+        build_authenticator(listener),
+        hosts=guard.host_allow_list(settings, host),
+        scheme=scheme,
+        limits=limits,
+        issuers=listener.jwt.issuers,
+    )
+
+
+async def start_mcp_listener(
+    listener: Listener,
+    snapshot: Callable[[], Snapshot],
+    runtime: Runtime,
+    *,
+    limits: Limits,
+) -> McpListener:
+    tls = listener.tls
+    app = build_app(listener, snapshot, runtime, limits=limits, scheme="https" if tls else "http")
+    config = uvicorn.Config(
+        app,
+        lifespan="off",
+        http="h11",
+        ws="none",
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        proxy_headers=False,  # the Host header is validated as received, never rewritten
+        ssl_certfile=tls.cert_file if tls else None,
+        ssl_keyfile=tls.key_file if tls else None,
+    )
+    config.load()
+    server = uvicorn.Server(config)
+    server.lifespan = config.lifespan_class(config)
+    sock = _bind(listener.address)
+    await server.startup(sockets=[sock])
+    item = McpListener(listener, server, sock, sock.getsockname()[1])
+    item.main = asyncio.create_task(server.main_loop(), name=f"mcp-{listener.name}")
+    log.info(
+        "listener %s (mcp, surface %s) on port %d%s",
+        listener.name,
+        listener.surface,
+        item.port,
+        (listener.mcp or McpSettings()).path,
+    )
+    return item
+
+
+async def start_mcp_listeners(
+    settings: Settings, snapshot: Callable[[], Snapshot], runtime: Runtime
+) -> list[McpListener]:
+    """Start every `protocol: mcp` listener of `settings`."""
+    limits = envelope_limits(settings)
+    started: list[McpListener] = []
+    for listener in settings.listeners:
+        if listener.protocol == "mcp":
+            started.append(await start_mcp_listener(listener, snapshot, runtime, limits=limits))
+    return started

@@ -1,0 +1,122 @@
+"""Core value types shared by every part of the gateway: actors and the immutable config snapshot.
+
+The config loader (`gateway.config`) builds these from YAML; everything else only reads them.
+All are frozen: a reload builds a new `Snapshot` and swaps it atomically (DESIGN §12).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Surface = str  # e.g. "direct", "agent", "mcp", "workflow" — fixed by the listener (SI-2)
+SideEffect = Literal["none", "read", "write", "destructive"]
+Risk = Literal["low", "medium", "high", "critical"]
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """An authenticated identity (SI-3). Identity is the pair (issuer, id)."""
+
+    id: str
+    kind: str  # user | service | agent | anonymous
+    issuer: str = ""
+    roles: tuple[str, ...] = ()
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def identity(self) -> tuple[str, str]:
+        return (self.issuer, self.id)
+
+    @property
+    def anonymous(self) -> bool:
+        return self.kind == "anonymous"
+
+    def as_policy_value(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "issuer": self.issuer,
+            "roles": list(self.roles),
+            "attributes": dict(self.attributes),
+        }
+
+
+ANONYMOUS = Actor(id="anonymous", kind="anonymous", issuer="capgate")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Input/output size limits checked before stage 5 and on upstream replies (DESIGN §12)."""
+
+    max_bytes: int = 256 * 1024
+    max_depth: int = 32
+    max_list_length: int = 10_000
+    max_string_length: int = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class RetrySpec:
+    max_attempts: int = 0  # re-attempts after the first call
+    initial_backoff_s: float = 0.05
+    max_backoff_s: float = 1.0
+    multiplier: float = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class RedactRule:
+    """One redaction: a JSONPath subset (`$.a.b`, `$.items[*].c`) and an action."""
+
+    path: str
+    action: Literal["drop", "mask", "hmac"]
+
+
+@dataclass(frozen=True, slots=True)
+class RedactSpec:
+    output: tuple[RedactRule, ...] = ()
+    approval_input: tuple[RedactRule, ...] = ()
+    output_expr: str | None = None  # optional CEL expression producing the redacted output
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalSpec:
+    required: bool = False
+    reason: str = ""
+    roles: tuple[str, ...] = ()
+    expires_in_s: float | None = None
+    inline_approver: str | None = None  # upstream name of an Approver service (inline mode)
+
+
+@dataclass(frozen=True, slots=True)
+class Capability:
+    id: str
+    description: str
+    upstream: str
+    method: str  # full gRPC method, "/pkg.Service/Method"
+    input_schema: Mapping[str, Any] | None  # None => derived from the upstream message
+    output_schema: Mapping[str, Any] | None
+    side_effect: SideEffect = "read"
+    risk: Risk = "low"
+    tags: tuple[str, ...] = ()
+    expose: Mapping[Surface, bool] = field(default_factory=dict)
+    idempotent: bool = False
+    timeout_s: float | None = None
+    retry: RetrySpec = RetrySpec()
+    redact: RedactSpec = RedactSpec()
+    approval: ApprovalSpec = ApprovalSpec()
+    policies: tuple[str, ...] = ()
+    limits: Limits = Limits()
+    schema_version: str = ""  # digest of the input schema, bound into approvals (§12)
+
+    def exposed_on(self, surface: Surface) -> bool:
+        # SI-1: exactly True; anything else (False, absent, "yes") is not exposed.
+        return self.expose.get(surface) is True
+
+    def as_policy_value(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "tags": list(self.tags),
+            "side_effect": self.side_effect,
+            "risk": self.risk,
+        }

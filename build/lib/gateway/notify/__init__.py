@@ -1,0 +1,12 @@
+"""Webhook notifications for approvers (DESIGN §12: webhooks carry no input).
+
+`WebhookNotifier` is an audit sink: it reacts to `capability.approval_requested` and POSTs a
+Slack-compatible or a generic JSON message with a deep link to the approver inbox, signed with
+HMAC-SHA256, retried with bounded backoff. Audit sinks are drained in the background, so a slow
+or failing receiver never blocks or fails the governed call.
+"""
+
+from gateway.notify.signing import sign, verify
+from gateway.notify.sink import WebhookNotifier
+
+__all__ = ["WebhookNotifier", "sign", "verify"]

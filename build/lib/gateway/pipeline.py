@@ -1,0 +1,222 @@
+"""The invocation pipeline: stage order is data (STYLE principle 1) and one runner is the only
+broad error boundary (principle 2): it alone builds envelopes, terminal audit events and span
+status. `INVOKE` is pinned to seed 001 by a test; reordering needs an ADR.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from capgate.v1 import gateway_pb2, types_pb2
+from gateway import envelope
+from gateway.audit.events import build, completion_fields, failure_fields
+from gateway.call import Call, Runtime
+from gateway.errors import CapabilityError, Code, Event
+from gateway.jsonvalue import dumps
+from gateway.stages import SUSPEND
+from gateway.stages.actor import check_actor
+from gateway.stages.approval import approval_gate
+from gateway.stages.controls import attach_controls
+from gateway.stages.exposure import check_exposure
+from gateway.stages.identity import assign_execution_id
+from gateway.stages.invoke import invoke_procedure
+from gateway.stages.output import redact_output, validate_output
+from gateway.stages.policies import (
+    evaluate_execution_policies,
+    evaluate_invocation_policies,
+    reevaluate_invocation_policies,
+)
+from gateway.stages.resolve import resolve_capability
+from gateway.stages.resume import (
+    consume_approval,
+    load_approval,
+    verify_capability_digest,
+    verify_input_hash,
+)
+from gateway.stages.validate import validate_input
+from gateway.telemetry import child_span, link_to, metrics, root_span
+
+log = logging.getLogger("capgate.pipeline")
+_perf = time.perf_counter
+
+StageFn = Callable[[Call, Runtime], Awaitable[str | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    number: int
+    name: str
+    run: StageFn
+    span: str | None = None
+    span_kind: SpanKind = SpanKind.INTERNAL
+
+
+# Seed 001, stages 2–13 (1 is the listener; 14–15 are the runner's completion).
+INVOKE: tuple[Stage, ...] = (
+    Stage(2, "execution-identity", assign_execution_id),
+    Stage(3, "resolve", resolve_capability),
+    Stage(4, "exposure", check_exposure),
+    Stage(5, "input-validation", validate_input),
+    Stage(6, "actor-check", check_actor),
+    Stage(7, "invocation-policies", evaluate_invocation_policies, "agent.policy_evaluation"),
+    # agent.approval_request: opened in stages/approval.py only when an approval is requested.
+    Stage(8, "approval-gate", approval_gate),
+    Stage(9, "execution-policies", evaluate_execution_policies, "agent.policy_evaluation"),
+    Stage(10, "controls", attach_controls),
+    # agent.procedure_execution: a CLIENT span per attempt, opened in stages/invoke.py.
+    Stage(11, "procedure-invocation", invoke_procedure),
+    Stage(12, "output-validation", validate_output),
+    Stage(13, "redaction", redact_output),
+)
+
+# Resume re-enters at stage 8: the record is loaded and checked first, stages 3–7 re-run on the
+# stored input (deny/hide re-evaluated, ADR 0007), the approval is consumed, then 9 onwards.
+RESUME: tuple[Stage, ...] = (
+    INVOKE[0],
+    Stage(8, "approval-load", load_approval, "agent.approval_request"),
+    INVOKE[1],
+    INVOKE[2],
+    Stage(8, "approval-input-hash", verify_input_hash),
+    INVOKE[3],
+    Stage(8, "approval-capability-digest", verify_capability_digest),
+    INVOKE[4],
+    Stage(7, "invocation-policies", reevaluate_invocation_policies, "agent.policy_evaluation"),
+    Stage(8, "approval-consume", consume_approval, "agent.approval_request"),
+    *INVOKE[7:],
+)
+
+async def _run_stage(stage: Stage, call: Call, rt: Runtime) -> str | None:
+    started = _perf()
+    try:
+        if stage.span is None:
+            return await stage.run(call, rt)
+        with child_span(stage.span, stage.span_kind, {"capgate.stage": stage.number}):
+            return await stage.run(call, rt)
+    finally:
+        metrics.stage_duration.observe(_perf() - started, (stage.name,))
+
+
+async def run(call: Call, rt: Runtime, stages: tuple[Stage, ...] = INVOKE) -> gateway_pb2.ExecutionResult:
+    """Runs the stages; never raises for governed failures (seed 001: invoke never throws)."""
+    with root_span("agent.capability_call") as span:
+        started = _perf()
+        try:
+            for stage in stages:
+                if await _run_stage(stage, call, rt) == SUSPEND:
+                    # Approval required (stage 8 emitted its event) or a stored envelope.
+                    assert call.result is not None
+                    kind = call.result.WhichOneof("outcome")
+                    outcome = "approval_required" if kind == "approval_required" else "replayed"
+                    _observe(call, span, outcome, "", started)
+                    return call.result
+            result = await _completed(call, rt)
+            _observe(call, span, "completed", "", started)
+            return result
+        except CapabilityError as err:
+            _observe(call, span, err.spec.kind.value, err.code.value, started)
+            return await _failed(call, rt, err)
+        except asyncio.CancelledError:
+            # The caller went away: record it, then let cancellation propagate (nobody to answer).
+            gone = CapabilityError(Code.CANCELLED, reason="caller cancelled")
+            _observe(call, span, gone.spec.kind.value, gone.code.value, started)
+            await asyncio.shield(_failed(call, rt, gone))
+            raise
+        except Exception as exc:  # noqa: BLE001 - the one error boundary (SI-9)
+            log.exception("unexpected error in execution %s", call.execution_id)
+            fault = CapabilityError(Code.EXECUTION_FAILED, reason=f"unexpected {type(exc).__name__}")
+            _observe(call, span, fault.spec.kind.value, fault.code.value, started)
+            return await _failed(call, rt, fault)
+
+
+def _observe(call: Call, span: Span, outcome: str, code: str, started: float) -> None:
+    """Root span attributes and status, and the invocation metrics. Label values are bounded:
+    a capability id the registry does not hold is `(unknown)` (callers choose those ids)."""
+    capability = call.prepared.capability.id if call.prepared is not None else "(unknown)"
+    metrics.invocations.add((capability, call.surface, outcome, code))
+    metrics.invocation_duration.observe(_perf() - started, (capability, outcome))
+    if not span.is_recording():
+        return
+    span.set_attributes({
+        "capgate.capability_id": call.capability_id[:256],
+        "capgate.surface": call.surface,
+        "capgate.revision": call.snapshot.revision,
+        "capgate.execution_id": call.execution_id,
+        "capgate.outcome": outcome,
+        "capgate.attempts": call.attempts,
+    })
+    if call.approval_id:
+        span.set_attribute("capgate.approval_id", call.approval_id[:256])
+    if call.approval is not None and call.approval.traceparent:
+        link = link_to(call.approval.traceparent)  # Resume: back to the approval's request
+        if link is not None:
+            span.add_link(link.context, {"capgate.link": "approval_request"})
+    if code:
+        span.set_attribute("capgate.code", code)
+        span.set_status(Status(StatusCode.ERROR, code))
+
+
+def _duration(call: Call, rt: Runtime) -> float:
+    return rt.monotonic() - call.started if call.started else 0.0
+
+
+async def _completed(call: Call, rt: Runtime) -> gateway_pb2.ExecutionResult:
+    result = envelope.completed(
+        execution_id=call.execution_id,
+        capability_id=call.capability_id,
+        attempts=call.attempts,
+        duration_s=_duration(call, rt),
+        output_json=dumps(call.output).decode(),
+        revision=call.snapshot.revision,
+        approval_id=call.approval_id if call.approval is not None else "",
+    )
+    duration_ms = round(_duration(call, rt) * 1000, 3)
+    rt.audit.emit(build(Event.COMPLETED, call, rt.wall(), **completion_fields(call, duration_ms)))
+    await _record_outcome(call, rt, result)
+    return result
+
+
+async def _failed(call: Call, rt: Runtime, err: CapabilityError) -> gateway_pb2.ExecutionResult:
+    result = envelope.failure(
+        err,
+        execution_id=call.execution_id,
+        capability_id=call.capability_id,
+        attempts=call.attempts,
+        duration_s=_duration(call, rt),
+        state=call.state,
+        revision=call.snapshot.revision,
+        approval_id=call.approval_id if call.approval is not None else "",
+    )
+    if call.execution_id:
+        fields = failure_fields(call, err, round(_duration(call, rt) * 1000, 3))
+        rt.audit.emit(build(err.spec.event, call, rt.wall(), **fields))
+    await _record_outcome(call, rt, result)
+    return result
+
+
+async def _record_outcome(call: Call, rt: Runtime, result: gateway_pb2.ExecutionResult) -> None:
+    """Store the envelope where a repeat must find it: the idempotency journal, the approval."""
+    if call.idempotency_scope is not None and rt.idempotency is not None:
+        try:
+            if call.state == types_pb2.EXECUTION_STATE_NOT_STARTED:
+                await rt.idempotency.release(call.idempotency_scope)
+            else:
+                await rt.idempotency.complete(call.idempotency_scope, result.SerializeToString())
+        except CapabilityError:
+            log.warning("could not record idempotent outcome of %s", call.execution_id)
+    record = call.approval
+    if record is not None and rt.approvals is not None and record.status == "consumed":
+        code = result.failed.code or result.cancelled.code
+        try:
+            await rt.approvals.finish(
+                record.id, envelope=result.SerializeToString(),
+                outcome_code=types_pb2.ErrorCode.Name(code) if code else None,
+                resumed_execution_id=call.execution_id,
+            )
+        except CapabilityError:
+            log.warning("could not record the outcome of approval %s", record.id)

@@ -1,0 +1,251 @@
+"""`capgate serve --config FILE`: start Redis (embedded when no URL is given), build the first
+snapshot, start one gRPC server per listener, hot-reload config and policies, drain on SIGTERM.
+Invalid config never starts the server and never replaces a running snapshot."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gateway import workers
+from gateway.audit.approvals import ApprovalAudit
+from gateway.audit.otlp import OtlpLogSink
+from gateway.audit.sinks import AuditLog, RedisStreamSink, Sink, StreamSink
+from gateway.auth.actor_token import ActorTokenSigner
+from gateway.call import Runtime
+from gateway.config.loader import ConfigError, load_settings
+from gateway.config.watch import ConfigWatcher
+from gateway.notify.sink import WebhookNotifier, snapshot_facts
+from gateway.redis_server import RedisProcess
+from gateway.server import READY_SERVICE, REDIS_SERVICE, Servers, start_listeners
+from gateway.settings import Settings
+from gateway.snapshot import SnapshotHolder, build_snapshot
+from gateway.telemetry import metrics
+from gateway.telemetry.runtime import Telemetry, start_telemetry
+from gateway.upstream.channels import ChannelPool
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import SpanProcessor
+
+log = logging.getLogger("capgate")
+
+
+def _needs_redis(settings: Settings) -> bool:
+    return (settings.approvals.enabled or settings.idempotency.enabled
+            or "redis" in settings.audit.sinks)
+
+
+@dataclass
+class Gateway:
+    """A running gateway: everything `serve` starts, so tests can run it in-process."""
+
+    settings: Settings
+    holder: SnapshotHolder
+    runtime: Runtime
+    servers: Servers
+    pool: ChannelPool
+    redis: Any = None
+    redis_process: RedisProcess | None = None
+    tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    watcher: ConfigWatcher | None = None
+    telemetry: Telemetry | None = None
+    mcp: list[Any] = field(default_factory=list)  # gateway.mcp.server.McpListener
+
+    def ports(self) -> dict[str, int]:
+        ports = {item.listener.name: item.port for item in self.servers.items}
+        return ports | {item.listener.name: item.port for item in self.mcp}
+
+    async def reload(self, settings: Settings) -> None:
+        """Build a new snapshot off the request path and swap it atomically; keep the old on error."""
+        try:
+            snapshot = await build_snapshot(settings, self.pool, hmac_key=self._hmac_key())
+        except Exception as exc:  # noqa: BLE001 - any failure keeps the last good snapshot
+            log.error("reload refused, keeping revision %s: %s", self.holder.current.revision, exc)
+            return
+        self.holder.swap(snapshot)
+        log.info("reloaded: revision %s", snapshot.revision)
+
+    def _hmac_key(self) -> bytes:
+        return self.settings.audit.hmac_key.encode()
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        if self.watcher is not None:
+            self.watcher.stop()
+        await self.servers.stop(grace_s)
+        for mcp in self.mcp:
+            await mcp.stop(grace_s)
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        audit = self.runtime.audit
+        if isinstance(audit, AuditLog):
+            await audit.close()
+        if self.telemetry is not None:
+            await self.telemetry.close()
+        await self.pool.close()
+        if self.redis is not None:
+            with contextlib.suppress(Exception):
+                await self.redis.aclose()
+        if self.redis_process is not None:
+            self.redis_process.stop()
+
+
+async def _redis_health(gw: Gateway) -> None:
+    while True:
+        ok = True
+        try:
+            await asyncio.wait_for(gw.redis.ping(), 1.0)
+        except Exception:  # noqa: BLE001 - any failure is "not serving"
+            ok = False
+        gw.servers.set_serving(REDIS_SERVICE, ok)
+        if ok and gw.runtime.approvals is not None:
+            with contextlib.suppress(Exception):
+                await gw.runtime.approvals.expire_sweep(gw.runtime.wall())
+        await asyncio.sleep(2.0)
+
+
+async def start(settings: Settings, *, extra_sinks: Sequence[Sink] = (),
+                span_processors: Sequence[SpanProcessor] = (), reuse_port: bool = False) -> Gateway:
+    """Start everything `capgate serve` runs; `extra_sinks` and `span_processors` let tests
+    and embedders receive audit events and spans in-process."""
+    from gateway.approvals.store import RedisApprovalStore
+    from gateway.idempotency import RedisIdempotencyStore
+    from gateway.redisconn import connect
+
+    redis = process = None
+    if _needs_redis(settings):
+        redis_settings = settings.redis
+        if redis_settings.url is None:
+            # The embedded default: a private real redis-server with its data in a local dir.
+            process = RedisProcess(Path(redis_settings.data_dir).resolve() / "redis").start()
+            redis_settings = replace(redis_settings, url=process.url)
+        redis = connect(redis_settings)
+    sinks: list[Sink] = list(extra_sinks)
+    # Approval notifications ride the audit drain: never on the request path (issue 10).
+    notifier = WebhookNotifier(settings.notify) if settings.notify.webhooks else None
+    if notifier is not None:
+        sinks.append(notifier)
+    for name in settings.audit.sinks:
+        if name == "stdout":
+            sinks.append(StreamSink())
+        elif name == "file" and settings.audit.file:
+            sinks.append(StreamSink.to_file(settings.audit.file))
+        elif name == "redis" and redis is not None:
+            sinks.append(RedisStreamSink(redis, settings.audit.redis_stream, settings.audit.redis_maxlen))
+        elif name == "otlp":
+            sinks.append(OtlpLogSink())
+    audit = AuditLog(sinks, buffer=settings.audit.buffer)
+    audit.start()
+    runtime = Runtime(audit=audit, signer=ActorTokenSigner(settings.actor_token))
+    if settings.actor_token.jwks_out:
+        runtime.signer.write_jwks(settings.actor_token.jwks_out)  # type: ignore[union-attr]
+    prefix = settings.redis.key_prefix
+    if redis is not None and settings.approvals.enabled:
+        # Decisions and expiries reach the audit trail from the process that made them.
+        on_transition = ApprovalAudit(audit, revision=lambda: holder.current.revision,
+                                      clock=runtime.wall)
+        runtime.approvals = RedisApprovalStore(redis, prefix=prefix, settings=settings.approvals,
+                                               clock=runtime.wall, on_transition=on_transition)
+    if redis is not None and settings.idempotency.enabled:
+        runtime.idempotency = RedisIdempotencyStore(redis, prefix=prefix,
+                                                    ttl_s=settings.idempotency.ttl_s, clock=runtime.wall)
+    pool = ChannelPool()
+    snapshot = await build_snapshot(settings, pool, hmac_key=settings.audit.hmac_key.encode())
+    holder = SnapshotHolder(snapshot)
+    if notifier is not None:
+        notifier.bind(snapshot_facts(lambda: holder.current))
+    max_bytes = max([c.limits.max_bytes for c in settings.capabilities] + [settings.defaults.limits.max_bytes])
+    telemetry = start_telemetry(settings.telemetry, span_processors=span_processors)
+    grpc_listeners = tuple(x for x in settings.listeners if x.protocol == "grpc")
+    servers = await start_listeners(grpc_listeners, lambda: holder.current, runtime,
+                                    max_message_bytes=max_bytes + 64 * 1024,
+                                    traced=telemetry.traced(), reuse_port=reuse_port)
+    gw = Gateway(settings, holder, runtime, servers, pool, redis, process, telemetry=telemetry)
+    if any(x.protocol == "mcp" for x in settings.listeners):
+        from gateway.mcp.server import start_mcp_listeners  # noqa: PLC0415 - HTTP stack if used
+
+        gw.mcp = await start_mcp_listeners(settings, lambda: holder.current, runtime)
+    if runtime.approvals is not None and redis is not None:
+        pending_key = runtime.approvals.keys.pending
+        telemetry.watch_gauge(metrics.approvals_pending, lambda: redis.zcard(pending_key))
+    servers.set_serving("", True)
+    servers.set_serving(READY_SERVICE, True)  # readiness = config and policies loaded
+    if redis is not None:
+        gw.tasks.append(asyncio.create_task(_redis_health(gw), name="redis-health"))
+    if notifier is not None:
+        gw.tasks.append(asyncio.create_task(notifier.run(), name="webhooks"))
+    return gw
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as exc:
+        print(f"capgate: invalid config, not starting:\n{exc}", file=sys.stderr)
+        return 2
+    if args.jwks_out:
+        settings = replace(settings, actor_token=replace(settings.actor_token, jwks_out=args.jwks_out))
+    if args.worker_index is not None:  # one of `--workers N` (gateway/workers.py, ADR 0012)
+        ports = workers.parse_ports(args.worker_ports)
+        settings = workers.worker_settings(settings, args.worker_index, ports, args.actor_key_file)
+    gw = await start(settings, reuse_port=args.worker_index is not None)
+    loop = asyncio.get_running_loop()
+    if args.watch:
+        def on_change(new: Settings) -> None:
+            loop.call_soon_threadsafe(lambda: loop.create_task(gw.reload(new)))
+
+        def on_error(exc: BaseException) -> None:
+            log.error("config change refused, keeping revision %s: %s", gw.holder.current.revision, exc)
+
+        gw.watcher = ConfigWatcher(args.config, on_change=on_change, on_error=on_error,
+                                   interval_s=args.watch_interval)
+        gw.watcher.start()
+    if args.ready_file:
+        Path(args.ready_file).write_text(json.dumps({"ports": gw.ports(), "revision": gw.holder.current.revision}))
+    log.info("capgate ready: %s", gw.ports())
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("draining")
+    await gw.stop(args.grace)
+    return 0
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog="capgate serve", description="Run the gateway.")
+    parser.add_argument("--config", required=True, help="config file or directory")
+    parser.add_argument("--ready-file", help="write listener ports as JSON here once serving")
+    parser.add_argument("--no-watch", dest="watch", action="store_false", help="disable hot reload")
+    parser.add_argument("--watch-interval", type=float, default=1.0)
+    parser.add_argument("--grace", type=float, default=5.0, help="drain time on shutdown (s)")
+    parser.add_argument("--jwks-out", help="write the actor-token JWKS here (overrides config)")
+    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="processes sharing the TCP listener ports (SO_REUSEPORT)")
+    # Set by the `--workers` supervisor for each worker it starts (gateway/workers.py).
+    parser.add_argument("--worker-index", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--worker-ports", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--actor-key-file", help=argparse.SUPPRESS)
+    args = parser.parse_args(list(argv))
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if args.workers != 1 and args.worker_index is None:
+        return workers.supervise(args)
+    try:
+        import uvloop
+
+        return uvloop.run(_serve(args))
+    except ImportError:
+        return asyncio.run(_serve(args))

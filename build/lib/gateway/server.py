@@ -1,0 +1,152 @@
+"""Composition root: one `grpc.aio.Server` per listener (DESIGN §12), each with its own services,
+credentials, health and reflection. grpcio cannot tell which port a call came in on, so a
+shared server would expose ApprovalAdmin on the agents' port; separate servers make that
+impossible (a test asserts UNIMPLEMENTED there)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from capgate.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
+from gateway.admin import PolicyAdminServicer
+from gateway.approvals.admin import ApprovalAdminServicer
+from gateway.approvals.convert import to_proto
+from gateway.auth.base import build_authenticator, server_credentials
+from gateway.call import Runtime
+from gateway.servicer import CapabilityGatewayServicer, Stage1
+from gateway.settings import Listener
+from gateway.snapshot import Snapshot
+
+log = logging.getLogger("capgate.server")
+
+# Health service names: "" and "capgate" = config and policies loaded (readiness);
+# "capgate.redis" = Redis reachable, separate so a Redis blip never fails readiness (§12).
+READY_SERVICE = "capgate"
+REDIS_SERVICE = "capgate.redis"
+
+_OPTIONS = [
+    ("grpc.max_receive_message_length", 4 * 1024 * 1024),
+    ("grpc.so_reuseport", 0),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+]
+
+
+@dataclass
+class ListenerServer:
+    listener: Listener
+    server: grpc.aio.Server
+    health: health.HealthServicer
+    port: int = 0
+
+
+@dataclass
+class Servers:
+    items: list[ListenerServer] = field(default_factory=list)
+
+    def set_serving(self, service: str, serving: bool) -> None:
+        status = (health_pb2.HealthCheckResponse.SERVING if serving
+                  else health_pb2.HealthCheckResponse.NOT_SERVING)
+        for item in self.items:
+            item.health.set(service, status)
+
+    async def stop(self, grace_s: float) -> None:
+        for item in self.items:
+            for name in ("", READY_SERVICE):
+                item.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        for item in self.items:
+            await item.server.stop(grace_s)  # drains in-flight calls within the grace
+
+
+def _bind(server: grpc.aio.Server, listener: Listener) -> int:
+    creds = server_credentials(listener)
+    address = listener.address
+    if address.startswith("unix://"):
+        path = Path(address.removeprefix("unix://"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            path.unlink()
+        address = f"unix:{path}"
+    port = (server.add_secure_port(address, creds) if creds is not None
+            else server.add_insecure_port(address))
+    return port
+
+
+def build_listener(
+    listener: Listener,
+    snapshot: Callable[[], Snapshot],
+    runtime: Runtime,
+    *,
+    max_message_bytes: int,
+    traced: Callable[[Any, str], Any] | None = None,
+    reuse_port: bool = False,
+) -> ListenerServer:
+    options = [*_OPTIONS]
+    options[0] = ("grpc.max_receive_message_length", max_message_bytes)
+    # Off by default so that a second gateway on a taken port fails instead of silently
+    # sharing it; on for the processes of `serve --workers N` (gateway/workers.py).
+    options[1] = ("grpc.so_reuseport", 1 if reuse_port else 0)
+    server = grpc.aio.server(options=options)
+    # A SERVER span per RPC when tracing is on (gateway.telemetry.servicers).
+    span = traced or (lambda servicer, _service: servicer)
+    stage1 = Stage1(listener, build_authenticator(listener))
+    services = [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                reflection.SERVICE_NAME]
+    if listener.role == "admin":
+        admin_names = [admin_pb2.DESCRIPTOR.services_by_name[n].full_name
+                       for n in ("ApprovalAdmin", "PolicyAdmin")]
+        admin_pb2_grpc.add_ApprovalAdminServicer_to_server(
+            span(ApprovalAdminServicer(
+                runtime.approvals, authenticate=stage1.actor, listener=listener,
+                view=lambda record: to_proto(
+                    record, include_input=True,
+                    redactor=snapshot().approval_redactor(record.capability_id)),
+            ), admin_names[0]),
+            server,
+        )
+        admin_pb2_grpc.add_PolicyAdminServicer_to_server(
+            span(PolicyAdminServicer(stage1, snapshot, runtime), admin_names[1]), server)
+        services += admin_names
+    else:
+        name = gateway_pb2.DESCRIPTOR.services_by_name["CapabilityGateway"].full_name
+        gateway_pb2_grpc.add_CapabilityGatewayServicer_to_server(
+            span(CapabilityGatewayServicer(stage1, snapshot, runtime), name), server)
+        services.append(name)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(services, server)
+    port = _bind(server, listener)
+    if listener.address.startswith("unix://"):
+        os.chmod(listener.address.removeprefix("unix://"), listener.socket_mode)
+    return ListenerServer(listener, server, health_servicer, port)
+
+
+async def start_listeners(
+    listeners: tuple[Listener, ...],
+    snapshot: Callable[[], Snapshot],
+    runtime: Runtime,
+    *,
+    max_message_bytes: int,
+    traced: Callable[[Any, str], Any] | None = None,
+    reuse_port: bool = False,
+) -> Servers:
+    servers = Servers()
+    for listener in listeners:
+        item = build_listener(listener, snapshot, runtime, max_message_bytes=max_message_bytes,
+                              traced=traced, reuse_port=reuse_port)
+        await item.server.start()
+        if listener.address.startswith("unix://"):
+            os.chmod(listener.address.removeprefix("unix://"), listener.socket_mode)
+        servers.items.append(item)
+        log.info("listener %s (%s, surface %s) on %s", listener.name, listener.role,
+                 listener.surface, listener.address if not item.port else f"port {item.port}")
+    return servers

@@ -1,0 +1,101 @@
+"""Stage 8 — approval gate (SI-4, SI-5, SI-12).
+
+Invoke: when policies combined to require-approval or the capability declares
+`approval.required`, bind the canonical input hash to a record in the approval store and
+suspend with an `approval_required` envelope. Resume enters through `load_approval` and
+`consume_approval` instead (seed 001 "Resumption", DESIGN §12).
+"""
+
+from __future__ import annotations
+
+from capgate.v1 import gateway_pb2, types_pb2
+from gateway.approvals.convert import to_proto
+from gateway.approvals.records import ApprovalRecord
+from gateway.audit.events import build, stances
+from gateway.call import Call, Runtime
+from gateway.canonical import input_hash
+from gateway.errors import CapabilityError, Code, Event
+from gateway.stages import SUSPEND
+from gateway.telemetry import child_span, current_traceparent
+
+_APPROVAL_MESSAGE = "This call needs human approval before it can run."
+
+
+def _requirement(call: Call) -> tuple[tuple[str, ...], tuple[str, ...], float, str]:
+    """(reasons, roles, expires_in_s, message) merged from policies and the capability."""
+    assert call.prepared is not None
+    spec = call.prepared.capability.approval
+    settings = call.snapshot.settings.approvals
+    reasons: list[str] = []
+    roles: set[str] = set(spec.roles)
+    expiries: list[float] = []
+    if spec.required:
+        reasons.append(spec.reason or "The capability requires approval.")
+        if spec.expires_in_s:
+            expiries.append(spec.expires_in_s)
+    req = call.requirement
+    if req is not None:
+        reasons.extend(r for r in req.reasons if r not in reasons)
+        roles.update(req.roles)
+        if req.expires_in is not None:
+            expiries.append(req.expires_in.total_seconds())
+    if not roles:
+        roles.add(settings.default_approver_role)
+    expires = min(expiries) if expiries else settings.default_expires_in_s
+    message = (call.evaluation.message if call.evaluation and call.evaluation.message else None)
+    return tuple(reasons), tuple(sorted(roles)), expires, message or _APPROVAL_MESSAGE
+
+
+async def approval_gate(call: Call, rt: Runtime) -> str | None:
+    assert call.prepared is not None and call.actor is not None
+    if call.approval is not None:
+        return None  # Resume: the approval was consumed in consume_approval
+    capability = call.prepared.capability
+    if call.requirement is None and not capability.approval.required:
+        return None
+    store = rt.approvals
+    if store is None:
+        raise CapabilityError(Code.APPROVAL_UNAVAILABLE, retryable=False, reason="no approval store")
+    if call.actor.anonymous:
+        raise CapabilityError(Code.UNAUTHENTICATED, message="Approval-gated calls need an authenticated actor.",
+                              reason="anonymous approval request")
+    digest = input_hash(call.input)  # APPROVAL_UNSERIALIZABLE_INPUT when it has no canonical form
+    reasons, roles, expires_in, message = _requirement(call)
+    now = rt.wall()
+    record = ApprovalRecord(
+        id=rt.new_id(),
+        capability_id=capability.id,
+        capability_digest=call.prepared.digest,
+        surface=call.surface,
+        requester=call.actor,
+        input=call.input,
+        input_hash=digest,
+        reasons=reasons,
+        types=("human",),
+        risk=capability.risk,
+        side_effect=capability.side_effect,
+        approver_roles=roles,
+        message=message,
+        status="pending",
+        created_at=now,
+        expires_at=now + expires_in,
+        requesting_execution_id=call.execution_id,
+        traceparent=current_traceparent(call.traceparent),  # Resume links its trace to this
+    )
+    with child_span("agent.approval_request") as span:
+        record = await store.create(record)
+        span.set_attribute("capgate.approval_id", record.id)
+    call.approval_id = record.id
+    rt.audit.emit(build(Event.APPROVAL_REQUESTED, call, now, approval_id=record.id,
+                        reasons=list(reasons), expires_at=record.expires_at,
+                        stances=stances(call)))
+    result = gateway_pb2.ExecutionResult(
+        execution_id=call.execution_id,
+        capability_id=capability.id,
+        execution_state=types_pb2.EXECUTION_STATE_NOT_STARTED,
+        revision=call.snapshot.revision,
+    )
+    result.duration.FromNanoseconds(int((rt.monotonic() - call.started) * 1e9))
+    result.approval_required.approval.CopyFrom(to_proto(record, include_input=False, redactor=None))
+    call.result = result
+    return SUSPEND

@@ -1,0 +1,123 @@
+"""Stage 11 — procedure invocation (SI-9, SI-11): the only retry loop, the same execution id
+for every attempt, the gateway-signed actor token forwarded, caller credentials never.
+
+Each attempt is one `agent.procedure_execution` CLIENT span, and the W3C `traceparent` sent
+upstream is that span's context (else the current span's, else the caller's header as is)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from capgate.v1 import types_pb2
+from gateway.audit.events import build
+from gateway.call import Call, Runtime
+from gateway.errors import CapabilityError, Event
+from gateway.telemetry import child_span, metrics, traceparent
+from gateway.upstream.call import Metadata, UpstreamCall, call_with_retry
+from gateway.upstream.state import ATTEMPTS_KEY, UPSTREAM_STATUS_KEY, ExecutionState, state_of
+
+_STATES = {
+    ExecutionState.NOT_STARTED: types_pb2.EXECUTION_STATE_NOT_STARTED,
+    ExecutionState.COMPLETED: types_pb2.EXECUTION_STATE_COMPLETED,
+    ExecutionState.UNKNOWN: types_pb2.EXECUTION_STATE_UNKNOWN,
+}
+
+
+def forwarded_metadata(call: Call, rt: Runtime) -> list[tuple[str, str]]:
+    assert call.prepared is not None and call.actor is not None
+    cap = call.prepared.capability
+    md = [
+        ("x-capgate-execution-id", call.execution_id),
+        ("x-capgate-capability", cap.id),
+        ("x-capgate-surface", call.surface),
+        # The key sent upstream is the caller's, else the execution id (seed 001).
+        ("x-capgate-idempotency-key", call.idempotency_key or call.execution_id),
+    ]
+    if call.correlation_id:
+        md.append(("x-capgate-correlation-id", call.correlation_id))
+    if call.approval is not None:
+        md.append(("x-capgate-approval-id", call.approval.id))
+    if rt.signer is not None:
+        decided_by = call.approval.decided_by if call.approval is not None else None
+        approver = decided_by.id if decided_by is not None else None
+        token = rt.signer.sign(
+            call.actor, upstream=cap.upstream, execution_id=call.execution_id,
+            capability_id=cap.id, surface=call.surface,
+            approval_id=call.approval.id if call.approval is not None else None, approver=approver,
+        )
+        md.append(("x-capgate-actor-token", token))
+    return md
+
+
+class _Attempts:
+    """Wraps the prepared upstream call: one CLIENT span, the trace context, and the latency
+    metric per attempt. Span attributes are ids and codes only (SI-10)."""
+
+    def __init__(self, call: Call, inner: UpstreamCall) -> None:
+        self._call = call
+        self._inner = inner
+        self._attempt = 0
+        assert call.prepared is not None
+        self._upstream = call.prepared.capability.upstream
+        self.full_method = inner.full_method
+        service, _, method = self.full_method.lstrip("/").rpartition("/")
+        self._attributes: dict[str, str | int] = {
+            "rpc.system": "grpc", "rpc.service": service, "rpc.method": method,
+            "capgate.upstream": self._upstream}
+
+    async def __call__(self, input_value: Any, *, timeout: float,  # noqa: ASYNC109
+                       metadata: Metadata = ()) -> Any:
+        self._attempt += 1
+        attributes: dict[str, str | int] = {**self._attributes, "capgate.attempt": self._attempt}
+        started = time.perf_counter()
+        code = "OK"
+        with child_span("agent.procedure_execution", SpanKind.CLIENT, attributes) as span:
+            try:
+                return await self._inner(input_value, timeout=timeout,
+                                         metadata=[*metadata, *traceparent(self._call.traceparent)])
+            except CapabilityError as err:
+                code = err.code.value
+                status = err.details.get(UPSTREAM_STATUS_KEY)
+                if span.is_recording():
+                    span.set_attribute("capgate.code", code)
+                    if isinstance(status, str):
+                        span.set_attribute("capgate.upstream_status", status)
+                    span.set_status(Status(StatusCode.ERROR, code))
+                raise
+            except asyncio.CancelledError:
+                code = "CANCELLED"
+                raise
+            finally:
+                elapsed = time.perf_counter() - started
+                self._call.extra["upstream_s"] = self._call.extra.get("upstream_s", 0.0) + elapsed
+                metrics.upstream_duration.observe(elapsed, (self._upstream, code))
+
+
+async def invoke_procedure(call: Call, rt: Runtime) -> None:
+    assert call.prepared is not None
+    prepared = call.prepared
+    metadata = forwarded_metadata(call, rt)
+
+    async def on_retry(attempt: int, err: CapabilityError) -> None:
+        call.attempts = attempt
+        metrics.retries.add((prepared.capability.id,))
+        rt.audit.emit(build(Event.RETRIED, call, rt.wall(), attempt=attempt, code=err.code.value))
+
+    call.state = types_pb2.EXECUTION_STATE_UNKNOWN  # from here on the effect may have happened
+    try:
+        output, attempts = await call_with_retry(
+            _Attempts(call, prepared.upstream_call), call.input, metadata=metadata,
+            capability=prepared.capability, deadline=call.deadline, clock=rt.monotonic,
+            sleep=rt.sleep or asyncio.sleep, jitter=rt.jitter, on_retry=on_retry,
+        )
+    except CapabilityError as err:
+        call.attempts = max(call.attempts, int(err.details.get(ATTEMPTS_KEY, 1)))  # type: ignore[call-overload]
+        call.state = _STATES[state_of(err)]
+        raise
+    call.attempts = attempts
+    call.state = types_pb2.EXECUTION_STATE_COMPLETED
+    call.output = output

@@ -1,0 +1,93 @@
+"""Stages 7 and 9 — invocation- and execution-phase policies (SI-7, SI-8).
+
+All applicable policies are evaluated (no short circuit) by `policy.PolicySet.evaluate_all`;
+deny > hide > require-approval > allow; an error or timeout fails closed as POLICY_FAILED.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from opentelemetry import trace
+from policy import Decision, EvalRequest, Evaluation, Phase
+
+from gateway.call import Call, Runtime
+from gateway.errors import CapabilityError, Code, not_found
+from gateway.telemetry import metrics
+
+
+def eval_request(call: Call, rt: Runtime, *, with_input: bool, approval: Any = None) -> EvalRequest:
+    assert call.prepared is not None and call.actor is not None
+    allow = call.snapshot.settings.defaults.metadata_allowlist
+    return EvalRequest(
+        actor=call.actor.as_policy_value(),
+        capability=call.prepared.policy_value,
+        capability_policies=call.prepared.capability.policies,
+        surface=call.surface,
+        input=call.input if with_input else None,
+        now=datetime.fromtimestamp(rt.wall(), UTC),
+        correlation_id=call.correlation_id,
+        metadata={k: v for k, v in call.metadata.items() if k in allow},
+        approval=approval,
+    )
+
+
+def _evaluate(call: Call, phase: Phase, req: EvalRequest) -> Evaluation:
+    """All policies of `phase`, with their latency and failures measured (metrics, span)."""
+    ev = call.snapshot.policies.evaluate_all(phase, req)
+    label = (phase.value,)
+    metrics.policy_duration.observe(ev.duration_s, label)
+    if ev.failed:
+        metrics.policy_failures.add(label)
+    span = trace.get_current_span()  # agent.policy_evaluation when sampled
+    if span.is_recording():
+        span.set_attributes({"capgate.policy.phase": phase.value,
+                             "capgate.policy.decision": ev.decision.name.lower(),
+                             "capgate.policy.count": len(ev.stances),
+                             "capgate.policy.failed": ev.failed})
+    return ev
+
+
+def _enforce(call: Call, rt: Runtime, ev: Evaluation, *, allow_approval: bool) -> None:
+    if ev.decision is Decision.DENY:
+        code = Code.POLICY_FAILED if ev.failed else Code.POLICY_DENIED
+        message = None if ev.failed else ev.message
+        raise CapabilityError(code, message=message, reason="policy-error" if ev.failed else "denied")
+    if ev.decision is Decision.HIDE:
+        raise not_found("hidden")
+    if ev.decision is Decision.REQUIRE_APPROVAL and allow_approval:
+        call.requirement = ev.approval
+
+
+async def evaluate_invocation_policies(call: Call, rt: Runtime) -> None:
+    ev = _evaluate(call, Phase.INVOCATION, eval_request(call, rt, with_input=True))
+    call.evaluation = ev
+    _enforce(call, rt, ev, allow_approval=True)
+
+
+async def reevaluate_invocation_policies(call: Call, rt: Runtime) -> None:
+    """Resume: deny and hide are re-evaluated; a new require-approval is already satisfied by
+    the approval being resumed (ADR 0007)."""
+    ev = _evaluate(call, Phase.INVOCATION, eval_request(call, rt, with_input=True))
+    call.evaluation = ev
+    _enforce(call, rt, ev, allow_approval=False)
+
+
+async def evaluate_execution_policies(call: Call, rt: Runtime) -> None:
+    approval = None
+    record = call.approval
+    if record is not None and record.decided_by is not None:
+        approval = {
+            "id": record.id,
+            "approver": record.decided_by.as_policy_value(),
+            "decided_at": datetime.fromtimestamp(record.decided_at or 0, UTC),
+            "reasons": list(record.reasons),
+        }
+    req = eval_request(call, rt, with_input=True, approval=approval)
+    ev = _evaluate(call, Phase.EXECUTION, req)
+    if ev.stances:
+        call.extra["execution_stances"] = [s.policy for s in ev.stances]
+    if ev.decision in (Decision.DENY, Decision.HIDE):
+        call.evaluation = ev
+        _enforce(call, rt, ev, allow_approval=False)

@@ -1,0 +1,13 @@
+"""Stage 3 — resolve the capability id in the snapshot's registry."""
+
+from __future__ import annotations
+
+from gateway.call import Call, Runtime
+from gateway.errors import not_found
+
+
+async def resolve_capability(call: Call, rt: Runtime) -> None:
+    prepared = call.snapshot.capabilities.get(call.capability_id)
+    if prepared is None:
+        raise not_found("unknown")
+    call.prepared = prepared

@@ -1,0 +1,85 @@
+"""Stage 8 on Resume — load, verify and consume an approval (seed 001 "Resumption", §12).
+
+Order of checks: the record exists, belongs to this (issuer, id) and this surface (otherwise a
+concealed APPROVAL_NOT_FOUND); a finished execution hands back its stored envelope; the status
+(pending, rejected, expired, consumed); the capability digest is unchanged; the stored input
+still hashes to the approved hash (SI-5). Stages 3–7 then re-run on the stored input, and
+`consume_approval` marks the record consumed atomically (SI-12) right before stage 9.
+"""
+
+from __future__ import annotations
+
+from capgate.v1 import gateway_pb2, types_pb2
+from gateway.audit.events import build
+from gateway.call import Call, Runtime
+from gateway.canonical import input_hash
+from gateway.errors import CapabilityError, Code, Event
+from gateway.stages import SUSPEND
+
+_STATUS_CODES = {
+    "pending": Code.APPROVAL_PENDING,
+    "rejected": Code.APPROVAL_REJECTED,
+    "expired": Code.APPROVAL_EXPIRED,
+    "consumed": Code.APPROVAL_CONSUMED,
+}
+
+
+def _not_found() -> CapabilityError:
+    return CapabilityError(Code.APPROVAL_NOT_FOUND, reason="unknown or not the requester's")
+
+
+async def load_approval(call: Call, rt: Runtime) -> str | None:
+    store = rt.approvals
+    if store is None:
+        raise CapabilityError(Code.APPROVAL_NOT_FOUND, reason="no approval store")
+    record = await store.get(call.approval_id)
+    actor = call.actor
+    if (record is None or actor is None or record.requester.identity != actor.identity
+            or record.surface != call.surface):
+        raise _not_found()
+    call.capability_id = record.capability_id
+    if record.status == "executed" and record.outcome_envelope:
+        # A repeated Resume by the requester returns the stored envelope (§12).
+        stored = gateway_pb2.ExecutionResult.FromString(record.outcome_envelope)
+        call.result = stored
+        return SUSPEND
+    if record.status == "consumed":
+        # Consumed but never finished: the effect is unknown and is never re-run (§12).
+        call.state = types_pb2.EXECUTION_STATE_UNKNOWN
+    if record.status in _STATUS_CODES:
+        raise CapabilityError(_STATUS_CODES[record.status], reason=f"status {record.status}")
+    if (rt.approvals.settings.reject_self_approval and record.decided_by is not None
+            and record.decided_by.identity == actor.identity):
+        raise CapabilityError(Code.APPROVAL_SELF_APPROVAL, reason="approver is the requester")
+    if record.expires_at <= rt.wall():
+        raise CapabilityError(Code.APPROVAL_EXPIRED, reason="expired")
+    call.approval = record
+    return None
+
+
+async def verify_input_hash(call: Call, rt: Runtime) -> None:
+    """SI-5: the stored input must still hash to the approved hash (tampering shows here)."""
+    assert call.approval is not None
+    record = call.approval
+    if input_hash(record.input) != record.input_hash:
+        raise CapabilityError(Code.APPROVAL_INPUT_MISMATCH, reason="stored input hash mismatch")
+    call.input_hash = record.input_hash
+
+
+async def verify_capability_digest(call: Call, rt: Runtime) -> None:
+    """After re-validation (stage 5): the capability must be the one approved (upstream,
+    method, schema version). A schema change that makes the input invalid has already
+    answered INPUT_INVALID; one that keeps it valid is still refused here (ADR 0007)."""
+    assert call.prepared is not None and call.approval is not None
+    if call.approval.capability_digest != call.prepared.digest:
+        raise CapabilityError(Code.APPROVAL_INPUT_MISMATCH,
+                              reason="capability changed since the approval (digest)")
+
+
+async def consume_approval(call: Call, rt: Runtime) -> None:
+    assert call.approval is not None and call.actor is not None
+    record = await rt.approvals.consume(
+        call.approval_id, requester=call.actor, surface=call.surface, execution_id=call.execution_id
+    )
+    call.approval = record
+    rt.audit.emit(build(Event.APPROVAL_CONSUMED, call, rt.wall(), approval_id=record.id))

@@ -1,0 +1,126 @@
+"""One pooled `grpc.aio.Channel` per upstream, created at load and shared by every call.
+
+DESIGN §8: channels are pooled, with keepalive and per-upstream TLS. The channel's receive
+limit is the upstream's `max_response_bytes`, so an oversized reply is refused by gRPC before
+it is buffered (the call maps it to OUTPUT_INVALID). Caller credentials are never attached
+here: what goes upstream is the gateway's own channel identity plus forwarded metadata.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import grpc
+
+from gateway.settings import Upstream
+from gateway.upstream.errors import UpstreamConfigError
+
+__all__ = [
+    "ChannelPool",
+    "channel_credentials",
+    "channel_options",
+    "create_channel",
+]
+
+USER_AGENT = "capgate/0.1"
+KEEPALIVE_TIMEOUT_MS = 10_000
+
+
+def channel_options(upstream: Upstream) -> list[tuple[str, int | str]]:
+    """gRPC channel arguments for `upstream`."""
+    options: list[tuple[str, int | str]] = [
+        ("grpc.max_receive_message_length", upstream.max_response_bytes),
+        ("grpc.primary_user_agent", USER_AGENT),
+    ]
+    if upstream.keepalive_s > 0:
+        options += [
+            ("grpc.keepalive_time_ms", upstream.keepalive_s * 1000),
+            ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+            # Ping only while calls are in flight: servers' default policy answers idle
+            # pings more often than every 5 minutes with GOAWAY (too_many_pings).
+            ("grpc.keepalive_permit_without_calls", 0),
+        ]
+    if upstream.server_name:
+        options.append(("grpc.ssl_target_name_override", upstream.server_name))
+        options.append(("grpc.default_authority", upstream.server_name))
+    return options
+
+
+def channel_credentials(upstream: Upstream) -> grpc.ChannelCredentials | None:
+    """TLS credentials from the upstream's files; None for a plaintext channel."""
+    if not upstream.tls:
+        if upstream.ca_file or upstream.client_cert_file or upstream.client_key_file:
+            raise UpstreamConfigError(
+                f"upstream {upstream.name}: TLS files are set but tls is false"
+            )
+        return None
+    if bool(upstream.client_cert_file) != bool(upstream.client_key_file):
+        raise UpstreamConfigError(
+            f"upstream {upstream.name}: client_cert_file and client_key_file go together"
+        )
+    return grpc.ssl_channel_credentials(
+        root_certificates=_read(upstream, upstream.ca_file),
+        private_key=_read(upstream, upstream.client_key_file),
+        certificate_chain=_read(upstream, upstream.client_cert_file),
+    )
+
+
+def _read(upstream: Upstream, path: str | None) -> bytes | None:
+    if not path:
+        return None
+    try:
+        return Path(path).read_bytes()
+    except OSError as err:
+        # The path is config, not a secret; the file content never appears in messages.
+        raise UpstreamConfigError(
+            f"upstream {upstream.name}: cannot read {path}: {err.strerror}"
+        ) from err
+
+
+def create_channel(upstream: Upstream) -> grpc.aio.Channel:
+    """A new channel to `upstream.address` (`host:port`, `dns:///…` or `unix:///path`)."""
+    options = channel_options(upstream)
+    credentials = channel_credentials(upstream)
+    if credentials is None:
+        return grpc.aio.insecure_channel(upstream.address, options=options)
+    return grpc.aio.secure_channel(upstream.address, credentials, options=options)
+
+
+class ChannelPool:
+    """Channels by upstream, made on first use and then reused by every call.
+
+    Create it inside the event loop that will use the channels. A config reload asks again
+    with the new `Upstream` settings: unchanged settings get the same channel; changed ones
+    get a new channel while the old one stays open for the previous snapshot's in-flight
+    calls until `close()`.
+    """
+
+    def __init__(self, upstreams: Mapping[str, Upstream] | None = None) -> None:
+        self._channels: dict[str, tuple[Upstream, grpc.aio.Channel]] = {}
+        self._retired: list[grpc.aio.Channel] = []
+        for upstream in (upstreams or {}).values():
+            channel_credentials(upstream)  # fail on a bad TLS file before opening anything
+        for upstream in (upstreams or {}).values():
+            self.channel(upstream)
+
+    def channel(self, upstream: Upstream) -> grpc.aio.Channel:
+        """The pooled channel for `upstream` (created now if new or its settings changed)."""
+        known = self._channels.get(upstream.name)
+        if known is not None and known[0] == upstream:
+            return known[1]
+        channel = create_channel(upstream)
+        if known is not None:
+            self._retired.append(known[1])
+        self._channels[upstream.name] = (upstream, channel)
+        return channel
+
+    def __len__(self) -> int:
+        return len(self._channels)
+
+    async def close(self, grace: float | None = None) -> None:
+        """Close every channel; in-flight calls get `grace` seconds (None: cancel them)."""
+        channels = [channel for _, channel in self._channels.values()] + self._retired
+        self._channels, self._retired = {}, []
+        for channel in channels:
+            await channel.close(grace)

@@ -1,0 +1,186 @@
+"""Load-time type checking of every CEL expression with cel-expr-python (cel-cpp).
+
+Each expression is checked once per phase it runs in, against an environment declaring
+only that phase's variables (so `input` in discovery or `approval` before execution is
+an error). With a registry, `input` is checked against the input type of every
+capability the policy can apply to; the expression must check against at least one of
+them, so a property that no matched capability's schema has is reported. Without a
+registry `input` is `dyn`, and the checker says so in a note.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import re2
+from cel_expr_python import cel
+
+from policy.celast import ExprFacts, read_facts
+from policy.celsource import CONST_VAR, Diagnostic, diagnostics, issue_at, rewrite_const
+from policy.diagnose import MATCH_CONTEXT, Variant, explain
+from policy.document import ExprSpec, PolicySpec
+from policy.errors import LoadIssue
+from policy.globs import compile_globs
+from policy.model import Phase
+from policy.schematypes import CONTEXT_TYPES, TypeBuilder
+
+__all__ = ["MATCH_CONTEXT", "Checker"]
+
+
+_DYN = "dyn"
+_MAP_STYLE_USE = re.compile(
+    r"found no matching overload for .* applied to '\(.*capgate\.check\.t\d+"
+)
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Capability:
+    tags: frozenset[str]
+    variant: str
+
+
+class Checker:
+    """Checks expressions; holds the per-phase, per-input-type environments it builds."""
+
+    def __init__(
+        self, registry: Mapping[str, Mapping[str, Any]] | None, constants: Mapping[str, Any]
+    ) -> None:
+        self.types = TypeBuilder()
+        self.notes: list[str] = []
+        self._const_type = self.types.constants_type(constants) if constants else None
+        self._envs: dict[tuple[str, str], Any] = {}
+        self._registry = registry is not None
+        self._caps: dict[str, _Capability] = {}
+        self._variants: dict[str, Variant] = {}
+        if registry is None:
+            self.notes.append(
+                "input is dyn: no capability registry was given, so fields of `input` are not "
+                "checked (pass --config with the gateway config to check them)"
+            )
+        else:
+            self._index(registry)
+
+    def _index(self, registry: Mapping[str, Mapping[str, Any]]) -> None:
+        by_schema: dict[str, list[str]] = {}
+        untyped = []
+        for cap_id, entry in registry.items():
+            schema = entry.get("input_schema")
+            key = json.dumps(schema, sort_keys=True) if isinstance(schema, Mapping) else _DYN
+            if key == _DYN:
+                untyped.append(cap_id)
+            by_schema.setdefault(key, []).append(cap_id)
+            self._caps[cap_id] = _Capability(frozenset(entry.get("tags") or ()), key)
+        for key, ids in by_schema.items():
+            type_name = None if key == _DYN else self.types.input_type(json.loads(key))
+            self._variants[key] = Variant(key, type_name, tuple(ids))
+        if untyped:
+            self.notes.append(
+                f"input is dyn for capabilities without input_schema: {', '.join(untyped)}"
+            )
+
+    def variants_for(self, policy: PolicySpec) -> list[Variant]:
+        """The input types `policy` can meet; `[dyn]` without a registry or a match."""
+        dyn = [Variant(_DYN, None, ())]
+        if not self._registry:
+            return dyn
+        pattern = compile_globs(policy.capabilities) if policy.capabilities else None
+        keys: dict[str, None] = {}
+        for cap_id, cap in self._caps.items():
+            if pattern is not None and not pattern.match(cap_id):
+                continue
+            if policy.tags is not None and not policy.tags & cap.tags:
+                continue
+            keys[cap.variant] = None
+        if not keys:
+            self.notes.append(
+                f"policy {policy.name!r} ({policy.path}:{policy.line}) matches no capability "
+                "in the registry; input is dyn for it"
+            )
+            return dyn
+        return [self._variants[k] for k in keys]
+
+    def check(
+        self, expr: ExprSpec, contexts: Sequence[str], variants: Sequence[Variant]
+    ) -> list[LoadIssue]:
+        """Every problem with `expr` in any of `contexts` (phases, or MATCH_CONTEXT)."""
+        source = rewrite_const(expr.text)
+        issues: list[LoadIssue] = []
+        regexes_checked = False
+        for context in contexts:
+            has_input = context in {Phase.INVOCATION, Phase.EXECUTION}
+            failures: list[tuple[Variant, list[Diagnostic]]] = []
+            checked = None
+            for variant in variants if has_input else variants[:1]:
+                outcome = self._compile(context, variant if has_input else None, source)
+                if not isinstance(outcome, list):
+                    checked = outcome  # one input type that accepts the expression is enough
+                    break
+                failures.append((variant, outcome))
+            if checked is None:
+                issues += explain(expr, context, failures, self.types.labels)
+                continue
+            issues += _bool_issues(expr, checked)
+            if not regexes_checked:
+                issues += _regex_issues(expr, read_facts(checked.serialize()))
+                regexes_checked = True
+        return sorted(set(issues))
+
+    def _compile(self, context: str, variant: Variant | None, source: str) -> Any:
+        try:
+            return self._env(context, variant).compile(source)
+        except RuntimeError as exc:
+            text = str(exc)
+            if variant is not None and variant.type_name and _MAP_STYLE_USE.search(text):
+                # `'x' in input` or `input['x']` treat the input as a map, which its record
+                # type does not allow; field names cannot be checked there, types can.
+                return self._compile(context, Variant(_DYN, None, ()), source)
+            return diagnostics(text)
+
+    def _env(self, context: str, variant: Variant | None) -> Any:
+        key = (context, variant.key if variant else "-")
+        env = self._envs.get(key)
+        if env is None:
+            env = cel.NewEnv(self.types.pool, variables=self._declarations(context, variant))
+            self._envs[key] = env
+        return env
+
+    def _declarations(self, context: str, variant: Variant | None) -> dict[str, Any]:
+        names = ["actor", "capability", "request"]
+        if context == Phase.EXECUTION:
+            names.append("approval")
+        declared: dict[str, Any] = {n: cel.Type(CONTEXT_TYPES[n]) for n in names}
+        declared["surface"] = cel.Type.STRING
+        if self._const_type:
+            declared[CONST_VAR] = cel.Type(self._const_type)
+        if variant is not None:
+            declared["input"] = cel.Type(variant.type_name) if variant.type_name else cel.Type.DYN
+        return declared
+
+
+def _bool_issues(expr: ExprSpec, compiled: Any) -> list[LoadIssue]:
+    result = compiled.return_type()
+    if result in (cel.Type.BOOL, cel.Type.DYN):
+        return []
+    what = "match.expr" if expr.rule is None else "when"
+    return [issue_at(expr, 1, 1, f"{what} must be a bool expression, but it is {result.name()}")]
+
+
+def _regex_issues(expr: ExprSpec, facts: ExprFacts) -> list[LoadIssue]:
+    issues = []
+    for pattern, offset in facts.patterns:
+        try:
+            re2.compile(pattern, _RE2_OPTIONS)
+        except re2.error as exc:
+            reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
+            line = expr.text.count("\n", 0, offset) + 1
+            column = offset - (expr.text.rfind("\n", 0, offset) + 1) + 1
+            issues.append(
+                issue_at(expr, line, column, f"invalid regex {pattern!r} in matches(): {reason}")
+            )
+    return issues

@@ -1,0 +1,141 @@
+"""`capgate policy check|test|explain`: the policy author's tools.
+
+Exit codes: 0 clean, 1 problems found (load errors, failing cases), 2 bad usage or
+unreadable inputs. `gateway.cli` routes `capgate policy ...` here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from policy.backends import BACKENDS
+from policy.engine import PolicySet
+from policy.errors import PolicyLoadError
+from policy.junit import write_junit
+from policy.loader import load_policy_set
+from policy.registry import registry_from_config
+from policy.render import evaluation_json, evaluation_text, report_json, report_text
+from policy.requests import request_from_data
+from policy.suites import run_suites
+
+__all__ = ["main"]
+
+_USAGE_ERROR = 2
+
+
+class _UsageError(Exception):
+    """Bad arguments or unreadable inputs (exit code 2)."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="capgate policy", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, about: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=about, description=about)
+        sub.add_argument("directory", type=Path, help="directory of policy files")
+        sub.add_argument("--backend", choices=sorted(BACKENDS), default="cel-expr-python")
+        return sub
+
+    check = command("check", "load, validate and type-check every policy; report all errors")
+    check.add_argument("--config", type=Path, help="gateway config: type `input` per capability")
+    test = command("test", "run the *_test.yaml suites next to the policies")
+    test.add_argument("--junit", type=Path, help="also write JUnit XML here")
+    test.add_argument("--format", choices=["text", "json"], default="text")
+    test.add_argument("--config", type=Path, help="gateway config: type `input` per capability")
+    explain = command("explain", "evaluate one request and show every stance")
+    explain.add_argument("--request", type=Path, required=True, help="request JSON file")
+    explain.add_argument("--format", choices=["json", "text"], default="json")
+    explain.add_argument("--config", type=Path, help="gateway config: registry and capabilities")
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run one sub-command; returns the process exit code."""
+    try:
+        args = _parser().parse_args(list(argv))
+    except SystemExit as exc:  # argparse exits on --help and on usage errors
+        return exc.code if isinstance(exc.code, int) else _USAGE_ERROR
+    handlers: dict[str, Callable[[argparse.Namespace], int]] = {
+        "check": _check,
+        "test": _test,
+        "explain": _explain,
+    }
+    try:
+        return handlers[args.command](args)
+    except _UsageError as exc:
+        print(f"capgate policy {args.command}: {exc}", file=sys.stderr)
+        return _USAGE_ERROR
+    except PolicyLoadError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+
+
+def _registry(args: argparse.Namespace) -> dict[str, dict[str, Any]] | None:
+    if args.config is None:
+        return None
+    try:
+        return registry_from_config(args.config)
+    except ValueError as exc:
+        raise _UsageError(f"--config: {exc}") from None
+
+
+def _load(args: argparse.Namespace) -> PolicySet:
+    if not args.directory.is_dir():
+        raise _UsageError(f"{args.directory}: not a directory")
+    return load_policy_set(args.directory, registry=_registry(args), backend=args.backend)
+
+
+def _check(args: argparse.Namespace) -> int:
+    policy_set = _load(args)
+    rules = len(policy_set.rule_sites())
+    files = len({site[2] for site in policy_set.rule_sites()})
+    print(
+        f"ok: {len(policy_set.policy_names)} policies, {rules} rules in {files} files "
+        f"(revision {policy_set.revision})"
+    )
+    for note in policy_set.notes:
+        print(f"note: {note}")
+    return 0
+
+
+def _test(args: argparse.Namespace) -> int:
+    policy_set = _load(args)
+    report = run_suites(args.directory, policy_set)
+    if not report.results and not report.errors:
+        raise _UsageError(f"{args.directory}: no *_test.yaml suites found")
+    if args.junit is not None:
+        write_junit(report, args.junit)
+    if args.format == "json":
+        print(json.dumps(report_json(report), indent=2))
+    else:
+        print(report_text(report))
+    return 0 if report.ok else 1
+
+
+def _explain(args: argparse.Namespace) -> int:
+    try:
+        data = json.loads(args.request.read_text("utf-8"))
+        phase, request = request_from_data(data)
+    except OSError as exc:
+        raise _UsageError(f"--request: {exc.strerror or exc}") from None
+    except ValueError as exc:  # json.JSONDecodeError is a ValueError too
+        raise _UsageError(f"--request: {exc}") from None
+    registry = _registry(args)
+    if registry and request.capability.get("id") in registry:
+        known = registry[request.capability["id"]]
+        details = {k: v for k, v in known.items() if k != "input_schema"}
+        request = replace(request, capability={**details, **request.capability})
+    policy_set = load_policy_set(args.directory, registry=registry, backend=args.backend)
+    evaluation = policy_set.evaluate_all(phase, request)
+    if args.format == "json":
+        print(json.dumps(evaluation_json(phase, policy_set, evaluation), indent=2))
+    else:
+        print(evaluation_text(phase, policy_set, evaluation))
+    return 0

@@ -1,0 +1,132 @@
+"""Policy specs → compiled policies: check every expression, then compile it once.
+
+Checking (cel-expr-python, typed per phase) and compiling for evaluation (the selected
+backend, `dyn` declarations) both happen here, at load; a request never compiles.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from policy.backends import Backend
+from policy.celsource import issue_at, rewrite_const
+from policy.checker import MATCH_CONTEXT, Checker
+from policy.document import ApprovalSpec, ExprSpec, PolicySpec
+from policy.errors import LoadIssue
+from policy.globs import compile_globs
+from policy.model import Decision, Phase
+
+__all__ = ["CompiledPolicy", "CompiledRule", "Program", "compile_policies"]
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """A compiled expression and its source (kept to phrase errors safely)."""
+
+    runnable: Any
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledRule:
+    index: int
+    when: Program
+    effect: Decision
+    message: str | None
+    approval: ApprovalSpec | None
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledPolicy:
+    name: str
+    mode: str
+    scope: str
+    phases: frozenset[Phase]
+    ids: re.Pattern[str] | None
+    tags: frozenset[str] | None
+    match: Program | None
+    rules: tuple[CompiledRule, ...]
+    path: str
+    line: int
+
+    @property
+    def enforced(self) -> bool:
+        return self.mode == "enforce"
+
+    def selects(self, capability_id: str, tags: Sequence[str]) -> bool:
+        """The static part of `match`: id globs and tag intersection."""
+        if self.ids is not None and not self.ids.match(capability_id):
+            return False
+        return self.tags is None or not self.tags.isdisjoint(tags)
+
+
+def compile_policies(
+    specs: Sequence[PolicySpec], checker: Checker, backend: Backend, issues: list[LoadIssue]
+) -> list[CompiledPolicy]:
+    """Compiled policies for `specs`; every problem found is appended to `issues`."""
+    compiler = _Compiler(checker, backend, issues)
+    return [p for p in map(compiler.policy, specs) if p is not None]
+
+
+class _Compiler:
+    def __init__(self, checker: Checker, backend: Backend, issues: list[LoadIssue]) -> None:
+        self.checker = checker
+        self.backend = backend
+        self.issues = issues
+
+    def policy(self, spec: PolicySpec) -> CompiledPolicy | None:
+        variants = self.checker.variants_for(spec)
+        before = len(self.issues)
+        match = None
+        if spec.match_expr is not None:
+            match = self._program(spec.match_expr, [MATCH_CONTEXT], variants)
+        rules = []
+        for rule in spec.rules:
+            program = self._program(rule.when, list(spec.phases), variants)
+            if program is not None:
+                rules.append(
+                    CompiledRule(
+                        rule.index,
+                        program,
+                        rule.effect,
+                        rule.message,
+                        rule.approval,
+                        rule.when.site.line,
+                    )
+                )
+        approves = any(rule.effect is Decision.REQUIRE_APPROVAL for rule in spec.rules)
+        if approves and Phase.EXECUTION in spec.phases and len(spec.phases) > 1:
+            self.checker.notes.append(
+                f"policy {spec.name!r} requires approval and also runs in the execution phase, "
+                "where the call has already been approved; consider a separate policy"
+            )
+        if len(self.issues) > before:
+            return None
+        return CompiledPolicy(
+            name=spec.name,
+            mode=spec.mode,
+            scope=spec.scope,
+            phases=frozenset(spec.phases),
+            ids=compile_globs(spec.capabilities) if spec.capabilities else None,
+            tags=spec.tags,
+            match=match,
+            rules=tuple(rules),
+            path=spec.path,
+            line=spec.line,
+        )
+
+    def _program(self, expr: ExprSpec, contexts: list[str], variants: Any) -> Program | None:
+        found = self.checker.check(expr, contexts, variants)
+        if found:
+            self.issues += found
+            return None
+        source = rewrite_const(expr.text)
+        try:
+            return Program(self.backend.compile(source), source)
+        except ValueError as exc:
+            self.issues.append(issue_at(expr, 1, 1, f"{self.backend.name}: {exc}"))
+            return None

@@ -1,0 +1,168 @@
+"""A loaded policy set and `evaluate_all` (seed 001, stages 7 and 9, discovery step 3).
+
+Applicable policies: global ones whose phases include the phase and whose `match`
+holds, in load order, then the capability-scoped ones the capability lists, in its
+order. Every applicable policy is evaluated (no short circuit) so each stance is kept;
+the first matching rule is a policy's stance. Errors, non-bool results and late results
+become error stances that combine as deny (SI-7). Shadow stances never count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from time import perf_counter
+from typing import Any
+
+from policy.approvals import merge_requirements
+from policy.backends import Backend, safe_error
+from policy.bindings import bindings_for
+from policy.compiler import CompiledPolicy
+from policy.model import Decision, EvalRequest, Evaluation, Limits, Phase, Stance, combine
+
+__all__ = ["PolicySet", "RuleSite"]
+
+RuleSite = tuple[str, int, str, int]
+"""(policy, rule index, file, line) — what coverage reports refer to."""
+
+_CACHE_LIMIT = 4096
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class PolicySet:
+    """An immutable, compiled policy set. Safe to share between threads and requests."""
+
+    def __init__(
+        self,
+        policies: list[CompiledPolicy],
+        *,
+        backend: Backend,
+        limits: Limits,
+        clock: Callable[[], datetime] | None,
+        revision: str,
+        constants: Mapping[str, Any],
+        notes: tuple[str, ...] = (),
+    ) -> None:
+        self._policies = tuple(policies)
+        self._by_name = {p.name: p for p in policies}
+        self._backend = backend
+        self._limit = limits.wall_time_s
+        self._clock = clock or _utc_now
+        self._constants = dict(constants)
+        self._global = {
+            phase: tuple(p for p in policies if p.scope == "global" and phase in p.phases)
+            for phase in Phase
+        }
+        self._selected: dict[tuple[str, str, tuple[str, ...]], tuple[CompiledPolicy, ...]] = {}
+        self.revision = revision
+        self.policy_names = tuple(p.name for p in policies)
+        self.notes = notes
+        self.backend = backend.name
+        self.limits = limits
+
+    def __repr__(self) -> str:
+        return f"<PolicySet {self.revision} {len(self._policies)} policies on {self.backend}>"
+
+    def rule_sites(self) -> list[RuleSite]:
+        """Every rule of the set, in load order."""
+        return [(p.name, r.index, p.path, r.line) for p in self._policies for r in p.rules]
+
+    def evaluate_all(self, phase: Phase, req: EvalRequest) -> Evaluation:
+        """Evaluate every applicable policy for `req` in `phase` and combine the stances."""
+        started = perf_counter()
+        phase = Phase(phase)
+        selected = self._select(phase, req.capability)
+        listed = self._listed(phase, req.capability_policies)
+        stances: list[Stance] = []
+        if selected or listed:
+            variables = bindings_for(phase, req, req.now or self._clock(), self._constants)
+            activation = self._backend.activation(variables)
+            for policy in (*selected, *listed):
+                stance = (
+                    self._stance(policy, activation)
+                    if isinstance(policy, CompiledPolicy)
+                    else _unknown(policy)
+                )
+                if stance is not None:
+                    stances.append(stance)
+        return self._combine(stances, perf_counter() - started)
+
+    def _select(self, phase: Phase, capability: Mapping[str, Any]) -> tuple[CompiledPolicy, ...]:
+        cap_id = str(capability.get("id", ""))
+        tags = tuple(capability.get("tags") or ())
+        key = (phase.value, cap_id, tags)
+        found = self._selected.get(key)
+        if found is None:
+            found = tuple(p for p in self._global[phase] if p.selects(cap_id, tags))
+            if len(self._selected) >= _CACHE_LIMIT:
+                self._selected.clear()
+            self._selected[key] = found
+        return found
+
+    def _listed(self, phase: Phase, names: tuple[str, ...]) -> list[CompiledPolicy | str]:
+        out: list[CompiledPolicy | str] = []
+        for name in dict.fromkeys(names):
+            policy = self._by_name.get(name)
+            if policy is None:
+                out.append(name)  # SI-7: a capability relying on a missing policy fails closed
+            elif policy.scope == "capability" and phase in policy.phases:
+                out.append(policy)
+        return out
+
+    def _stance(self, policy: CompiledPolicy, activation: Any) -> Stance | None:
+        """The policy's stance, None when its match.expr excludes it."""
+        run = self._backend.run
+        started = perf_counter()
+        stance = Stance(policy.name, policy.mode, None, None, None, None)
+        if policy.match is not None:
+            outcome = run(policy.match.runnable, activation)
+            if isinstance(outcome, str):
+                return _failed(
+                    policy, None, f"match.expr: {safe_error(outcome, policy.match.source)}"
+                )
+            if not outcome and perf_counter() - started <= self._limit:
+                return None
+        for rule in policy.rules:
+            outcome = run(rule.when.runnable, activation)
+            if outcome is True:
+                stance = Stance(
+                    policy.name, policy.mode, rule.effect, rule.index, rule.message, None
+                )
+                break
+            if isinstance(outcome, str):
+                return _failed(policy, rule.index, f"when: {safe_error(outcome, rule.when.source)}")
+        if perf_counter() - started > self._limit:
+            # cel-cpp cannot be interrupted; a late result is discarded (SI-7).
+            limit_ms = f"{self._limit * 1000:g}"
+            return _failed(policy, stance.rule, f"evaluation exceeded the {limit_ms} ms time limit")
+        return stance
+
+    def _combine(self, stances: list[Stance], elapsed: float) -> Evaluation:
+        enforced = [s for s in stances if s.enforced and s.effect is not None]
+        decision = combine(s.effect for s in enforced if s.effect is not None)
+        first = next((s for s in enforced if s.effect is decision and s.error is None), None)
+        failed = decision is Decision.DENY and first is None
+        approval = None
+        if decision is Decision.REQUIRE_APPROVAL:
+            parts = [
+                (s, self._by_name[s.policy].rules[s.rule].approval)
+                for s in enforced
+                if s.effect is Decision.REQUIRE_APPROVAL and s.rule is not None
+            ]
+            approval = merge_requirements(parts)
+        message = first.message if first is not None and decision is not Decision.ALLOW else None
+        return Evaluation(decision, tuple(stances), message, approval, failed, elapsed)
+
+
+def _failed(policy: CompiledPolicy, rule: int | None, cause: str) -> Stance:
+    """An error stance: it combines as deny (SI-7); `cause` never quotes request values."""
+    return Stance(policy.name, policy.mode, Decision.DENY, rule, None, cause)
+
+
+def _unknown(name: str) -> Stance:
+    return Stance(
+        name, "enforce", Decision.DENY, None, None, "the capability lists an unknown policy"
+    )

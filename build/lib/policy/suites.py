@@ -1,0 +1,184 @@
+"""Policy test suites (`*_test.yaml`): fixtures, cases, expectations, rule coverage.
+
+A suite runs against the policy set of the directory it sits in. Each case names
+fixtures (or gives inline values), a phase and a fixed `now`, and states the expected
+stance per policy and/or the combined decision. The published schema is
+`policy/schema/policy-test.schema.json`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from time import perf_counter
+from typing import Any
+
+from policy.durations import format_duration, parse_duration
+from policy.engine import PolicySet, RuleSite
+from policy.errors import LoadIssue
+from policy.files import read_sources
+from policy.model import Evaluation, Stance
+from policy.requests import request_from_data
+from policy.schemacheck import schema_issues
+from policy.yamlsource import Located, parse_documents
+
+__all__ = ["CaseResult", "SuiteReport", "run_suites", "stance_label"]
+
+_SUITE_SCHEMA = "policy-test.schema.json"
+
+
+@dataclass(slots=True)
+class CaseResult:
+    suite: str
+    name: str
+    problems: list[str]
+    evaluation: Evaluation | None
+    duration_s: float
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+@dataclass(slots=True)
+class SuiteReport:
+    """Every case's result, suite-file problems, and the rules no case hit."""
+
+    results: list[CaseResult] = field(default_factory=list)
+    errors: list[LoadIssue] = field(default_factory=list)
+    rules: list[RuleSite] = field(default_factory=list)
+    uncovered: list[RuleSite] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and all(r.passed for r in self.results)
+
+
+def stance_label(stance: Stance | None) -> str:
+    """`deny|hide|require-approval|allow|abstain|error`, as written in suites."""
+    if stance is None or stance.effect is None:
+        return "abstain"
+    return "error" if stance.error is not None else stance.effect.label
+
+
+def run_suites(directory: Path | Sequence[Path], policy_set: PolicySet) -> SuiteReport:
+    """Run every `*_test.yaml` under `directory` against `policy_set`."""
+    report = SuiteReport(rules=policy_set.rule_sites())
+    hit: set[tuple[str, int]] = set()
+    for source in read_sources(directory, tests=True):
+        if source.data is None:
+            report.errors.append(
+                LoadIssue(source.label, 1, 1, None, None, f"cannot read: {source.error}")
+            )
+            continue
+        docs, problems = parse_documents(source.label, source.data.decode("utf-8", "replace"))
+        report.errors += problems
+        for doc in docs:
+            found = schema_issues(doc, source.label, _SUITE_SCHEMA)
+            report.errors += found
+            if not found:
+                report.results += _run_suite(doc, source.label, policy_set, report.errors)
+    for result in report.results:
+        for stance in result.evaluation.stances if result.evaluation else ():
+            if stance.rule is not None and stance.error is None:
+                hit.add((stance.policy, stance.rule))
+    report.uncovered = [site for site in report.rules if (site[0], site[1]) not in hit]
+    return report
+
+
+def _run_suite(
+    doc: Located, path: str, policy_set: PolicySet, errors: list[LoadIssue]
+) -> list[CaseResult]:
+    suite = doc.value
+    name = suite.get("name") or Path(path).stem
+    fixtures = suite.get("fixtures", {})
+    results = []
+    for index, case in enumerate(suite["tests"]):
+        line, column = doc.position(("tests", index))
+        try:
+            request = _request(case, suite, fixtures, set(policy_set.policy_names))
+            phase, eval_request = request_from_data(request)
+        except ValueError as exc:
+            errors.append(LoadIssue(path, line, column, case["name"], None, str(exc)))
+            continue
+        started = perf_counter()
+        evaluation = policy_set.evaluate_all(phase, eval_request)
+        problems = _compare(case, evaluation)
+        results.append(
+            CaseResult(name, case["name"], problems, evaluation, perf_counter() - started)
+        )
+    return results
+
+
+def _request(
+    case: Mapping[str, Any], suite: Mapping[str, Any], fixtures: Mapping[str, Any], names: set[str]
+) -> dict[str, Any]:
+    unknown = sorted(set(case.get("expected", {})) - names)
+    if unknown:
+        raise ValueError(f"expected names unknown policies: {', '.join(unknown)}")
+    capability = dict(_fixture(fixtures, "capabilities", case["capability"]))
+    listed = capability.pop("policies", [])
+    request = {
+        "phase": case.get("phase", "invocation"),
+        "actor": _fixture(fixtures, "actors", case["actor"]),
+        "capability": capability,
+        "capability_policies": case.get("capability_policies", listed),
+        "surface": case.get("surface", suite.get("surface", "")),
+        "now": case.get("now", suite.get("now")),
+        "correlation_id": case.get("correlation_id", ""),
+        "metadata": case.get("metadata", {}),
+    }
+    if case.get("approval_expires_in") is not None:
+        parse_duration(case["approval_expires_in"])
+    if request["now"] is None:
+        raise ValueError("no `now`: give one for the suite or the case, so results are repeatable")
+    if "input" in case:
+        request["input"] = _fixture(fixtures, "inputs", case["input"])
+    if case.get("approval") is not None:
+        request["approval"] = _fixture(fixtures, "approvals", case["approval"])
+    return request
+
+
+def _fixture(fixtures: Mapping[str, Any], kind: str, ref: Any) -> Any:
+    if not isinstance(ref, str):
+        return ref
+    table = fixtures.get(kind, {})
+    if ref not in table:
+        raise ValueError(f"no {kind[:-1]} fixture named {ref!r}")
+    return table[ref]
+
+
+def _compare(case: Mapping[str, Any], evaluation: Evaluation) -> list[str]:
+    problems = []
+    stances = {s.policy: s for s in evaluation.stances}
+    for policy, want in case.get("expected", {}).items():
+        stance = stances.get(policy)
+        got = stance_label(stance)
+        if got != want:
+            detail = f" ({stance.error})" if stance is not None and stance.error else ""
+            problems.append(f"{policy}: expected {want}, got {got}{detail}")
+    approval = evaluation.approval
+    actual: dict[str, Any] = {
+        "decision": evaluation.decision.label,
+        "failed": evaluation.failed,
+        "message": evaluation.message,
+        "approval_roles": sorted(approval.roles) if approval else None,
+        "approval_expires_in": _duration(approval.expires_in if approval else None),
+    }
+    for key, got in actual.items():
+        if key not in case:
+            continue
+        want = case[key]
+        if key == "approval_roles":
+            want = sorted(want)
+        elif key == "approval_expires_in" and want is not None:
+            want = format_duration(parse_duration(want))
+        if want != got:
+            problems.append(f"{key}: expected {want!r}, got {got!r}")
+    return problems
+
+
+def _duration(value: timedelta | None) -> str | None:
+    return format_duration(value) if value is not None else None
