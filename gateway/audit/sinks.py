@@ -1,8 +1,9 @@
 """Audit sinks and the log that feeds them.
 
 Best effort by default: `emit` puts the event into a bounded buffer (no I/O on the request
-path) that one background task drains in batches to every sink; when the buffer is full or a
-sink fails, the events are counted as dropped (`AuditLog.dropped`, metric
+path) that one background task drains in batches to every sink, lingering `linger_s` (5 ms) so
+that the events of many calls share one write (one Redis round trip); when the buffer is full
+or a sink fails, the events are counted as dropped (`AuditLog.dropped`, metric
 `capgate.audit.dropped{sink, reason}`) and the call goes on.
 
 Strict mode (`audit.strict: true`, seed 001 stage 10): `emit_strict` puts the event into the

@@ -88,17 +88,20 @@ async def _poll(gauge: Gauge, fetch: Callable[[], Awaitable[float]], interval_s:
 def start_telemetry(
     settings: TelemetrySettings, *, span_processors: Sequence[SpanProcessor] = ()
 ) -> Telemetry:
-    """Build the tracer provider and metric exporters for `settings` (inside a running loop)."""
-    processors = list(span_processors)
-    if settings.tracing and settings.otlp:
-        processors.append(BatchSpanProcessor(OTLPSpanExporter()))
+    """Build the tracer provider and metric exporters for `settings` (inside a running loop).
+
+    What can fail (binding the Prometheus port) comes first, and the tracer is installed last,
+    so that a failed start leaves nothing running and the previous tracer in place."""
     out = Telemetry()
-    if settings.tracing and processors:
-        out.provider = tracing.build_provider(processors)
-        out.previous = tracing.install(out.provider.get_tracer(tracing.SCOPE))
     if settings.prometheus_address:
         out.prometheus = PrometheusEndpoint(settings.prometheus_address, metrics)
     if settings.otlp:
         out.pusher = OtlpMetricsPusher(OTLPMetricExporter(), metrics, tracing.resource())
         out.pusher.start()
+    processors = list(span_processors)
+    if settings.tracing and settings.otlp:
+        processors.append(BatchSpanProcessor(OTLPSpanExporter()))
+    if settings.tracing and processors:
+        out.provider = tracing.build_provider(processors)
+        out.previous = tracing.install(out.provider.get_tracer(tracing.SCOPE))
     return out

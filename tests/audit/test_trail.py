@@ -199,3 +199,15 @@ async def test_rejections_and_expiries_are_recorded_once(audited: Stack) -> None
     assert expired[0]["outcome"] == "expired"
     assert metrics.approvals_decided.value(("rejected",)) == rejected_before + 1
     assert metrics.approvals_expired.value() >= expired_before + 1
+
+
+async def test_a_failing_policy_fails_closed_and_is_counted(audited: Stack) -> None:
+    before = metrics.policy_failures.value(("invocation",))
+    result = await audited.env.invoke("orders.get", {"order_id": "policy-boom"})
+    assert result.failed.code == types_pb2.ERROR_CODE_POLICY_FAILED  # SI-7
+    denied = (await audited.events(result.execution_id))[-1]
+    assert (denied["event"], denied["reason"]) == ("capability.denied", "policy-error")
+    stance = next(s for s in denied["stances"] if s["policy"] == "fails-on-magic-id")
+    assert stance["error"] and len(stance["error"]) <= 256
+    assert "policy-boom" not in str(denied)  # the error names the rule, not the value
+    assert metrics.policy_failures.value(("invocation",)) == before + 1

@@ -1,5 +1,0 @@
-/** capgate's TypeScript client: `CapgateClient` for callers, `ApprovalAdminClient` for approvers. */
-export { ApprovalAdminClient, CapgateClient, type CallOptions, type CheckResult, type ClientOptions, type DecisionName, type InvokeOptions, type ListApprovalsOptions, type WaitOptions, } from "./client.js";
-export { CapgateError, type ErrorCode, type ErrorDetail, type ExecutionState, type Issue } from "./errors.js";
-export { unwrap, type Actor, type Approval, type ApprovalRequiredOutcome, type ApprovalStatus, type Cancelled, type CapabilityDescriptor, type Completed, type ExecutionInfo, type Failed, type JsonCodec, type Outcome, } from "./envelope.js";
-export type { ConnectOptions, LocalActor, TlsOptions } from "./transport.js";
