@@ -208,6 +208,7 @@ async def test_a_failing_policy_fails_closed_and_is_counted(audited: Stack) -> N
     denied = (await audited.events(result.execution_id))[-1]
     assert (denied["event"], denied["reason"]) == ("capability.denied", "policy-error")
     stance = next(s for s in denied["stances"] if s["policy"] == "fails-on-magic-id")
-    assert stance["error"] and len(stance["error"]) <= 256
+    assert stance["error"]
+    assert len(stance["error"]) <= 256
     assert "policy-boom" not in str(denied)  # the error names the rule, not the value
     assert metrics.policy_failures.value(("invocation",)) == before + 1
