@@ -51,8 +51,8 @@ async def test_strict_audit_with_the_redis_sink_down_refuses_before_the_upstream
             assert result.execution_state == types_pb2.EXECUTION_STATE_NOT_STARTED
             assert await env.upstream_calls() == 0  # no audit record, no execution
             assert metrics.audit_dropped.value(("redis", "sink_error")) > dropped
-            await env.gw.runtime.audit.flush()  # type: ignore[attr-defined]
-            events = [e for e in running.memory.events if e["execution_id"] == result.execution_id]
+            # The terminal event is written by the background drain: wait for it (bounded).
+            events = await env.events_for(result.execution_id)
             assert [e["event"] for e in events] == [
                 "capability.requested",
                 "capability.started",
