@@ -46,26 +46,50 @@ class Demo:
         self.admin = grpc.aio.insecure_channel(f"127.0.0.1:{ports['admin']}")
         self.failures: list[str] = []
 
-    def token(self, sub: str, roles: list[str], audience: str = "capgate", lifetime: int = 3600) -> str:
+    def token(
+        self, sub: str, roles: list[str], audience: str = "capgate", lifetime: int = 3600
+    ) -> str:
         now = int(time.time())
-        claims = {"sub": sub, "kind": "user", "roles": roles, "iss": ISSUER, "aud": audience,
-                  "iat": now, "exp": now + lifetime}
+        claims = {
+            "sub": sub,
+            "kind": "user",
+            "roles": roles,
+            "iss": ISSUER,
+            "aud": audience,
+            "iat": now,
+            "exp": now + lifetime,
+        }
         return jwt.encode(claims, self.secret, algorithm="HS256", headers={"kid": "demo"})
 
     def md(self, sub: str, roles: list[str], audience: str = "capgate") -> list[tuple[str, str]]:
         return [("authorization", f"Bearer {self.token(sub, roles, audience)}")]
 
-    async def invoke(self, who: tuple[str, list[str]], cap: str, value: Any = None, raw: bytes | None = None,
-                     **kw: Any) -> gateway_pb2.ExecutionResult:
+    async def invoke(
+        self,
+        who: tuple[str, list[str]],
+        cap: str,
+        value: Any = None,
+        raw: bytes | None = None,
+        **kw: Any,
+    ) -> gateway_pb2.ExecutionResult:
         stub = gateway_pb2_grpc.CapabilityGatewayStub(self.agents)
         body = raw if raw is not None else orjson.dumps(value or {})
-        return await stub.Invoke(gateway_pb2.InvokeRequest(capability_id=cap, input_json=body, **kw),
-                                 metadata=self.md(*who), timeout=10)
+        return await stub.Invoke(
+            gateway_pb2.InvokeRequest(capability_id=cap, input_json=body, **kw),
+            metadata=self.md(*who),
+            timeout=10,
+        )
 
-    def expect(self, title: str, result: gateway_pb2.ExecutionResult, outcome: str, code: str | None = None) -> None:
+    def expect(
+        self, title: str, result: gateway_pb2.ExecutionResult, outcome: str, code: str | None = None
+    ) -> None:
         got = result.WhichOneof("outcome")
         err = result.failed if got == "failed" else result.cancelled
-        got_code = types_pb2.ErrorCode.Name(err.code).removeprefix("ERROR_CODE_") if got in ("failed", "cancelled") else None
+        got_code = (
+            types_pb2.ErrorCode.Name(err.code).removeprefix("ERROR_CODE_")
+            if got in ("failed", "cancelled")
+            else None
+        )
         ok = got == outcome and (code is None or got_code == code)
         mark = "ok " if ok else "BAD"
         detail = ""
@@ -75,7 +99,9 @@ class Demo:
             a = result.approval_required.approval
             detail = f"approval {a.id[:8]}… reasons={list(a.reasons)}"
         elif got_code:
-            detail = f"{got_code}: {err.message}" + (f" issues={[(i.path, i.message) for i in err.issues]}" if err.issues else "")
+            detail = f"{got_code}: {err.message}" + (
+                f" issues={[(i.path, i.message) for i in err.issues]}" if err.issues else ""
+            )
         print(f"  [{mark}] {title}\n        -> {got}: {detail[:160]}")
         if not ok:
             self.failures.append(title)
@@ -91,55 +117,113 @@ async def script(demo: Demo) -> None:
     described = await stub.Describe(gateway_pb2.DescribeRequest(), metadata=demo.md(*ALICE))
     print(f"\nDescribe (agent surface, alice): {[c.id for c in described.capabilities]}")
     print("\nInvocations:")
-    demo.expect("orders.get completes", await demo.invoke(ALICE, "orders.get", {"order_id": "o-1001"}), "completed")
-    demo.expect("a small refund completes, card and email redacted",
-                await demo.invoke(ALICE, "orders.refund", {"order_id": "o-1001", "amount": 25}), "completed")
-    demo.expect("a huge refund is denied by policy",
-                await demo.invoke(ALICE, "orders.refund", {"order_id": "o-1001", "amount": 50000}), "failed", "POLICY_DENIED")
+    demo.expect(
+        "orders.get completes",
+        await demo.invoke(ALICE, "orders.get", {"order_id": "o-1001"}),
+        "completed",
+    )
+    demo.expect(
+        "a small refund completes, card and email redacted",
+        await demo.invoke(ALICE, "orders.refund", {"order_id": "o-1001", "amount": 25}),
+        "completed",
+    )
+    demo.expect(
+        "a huge refund is denied by policy",
+        await demo.invoke(ALICE, "orders.refund", {"order_id": "o-1001", "amount": 50000}),
+        "failed",
+        "POLICY_DENIED",
+    )
     hidden = await demo.invoke(ALICE, "admin.orders.purge", {})
     unknown = await demo.invoke(ALICE, "admin.orders.nonexistent", {})
-    demo.expect("an admin capability is concealed from a non-admin", hidden, "failed", "CAPABILITY_NOT_FOUND")
+    demo.expect(
+        "an admin capability is concealed from a non-admin",
+        hidden,
+        "failed",
+        "CAPABILITY_NOT_FOUND",
+    )
     demo.expect("... exactly like an unknown one", unknown, "failed", "CAPABILITY_NOT_FOUND")
-    demo.expect("invalid input names the path, never the value",
-                await demo.invoke(ALICE, "orders.refund", {"order_id": "o-1001", "amount": "lots"}), "failed", "INPUT_INVALID")
-    demo.expect("a slow upstream times out (effect unknown)",
-                await demo.invoke(ALICE, "orders.cancel", {"order_id": "slow-5000", "reason": "demo"}), "cancelled", "TIMEOUT")
+    demo.expect(
+        "invalid input names the path, never the value",
+        await demo.invoke(ALICE, "orders.refund", {"order_id": "o-1001", "amount": "lots"}),
+        "failed",
+        "INPUT_INVALID",
+    )
+    demo.expect(
+        "a slow upstream times out (effect unknown)",
+        await demo.invoke(ALICE, "orders.cancel", {"order_id": "slow-5000", "reason": "demo"}),
+        "cancelled",
+        "TIMEOUT",
+    )
 
     print("\nApproval flow:")
     admin = admin_pb2_grpc.ApprovalAdminStub(demo.admin)
-    pending = await demo.invoke(ALICE, "orders.refund", {"order_id": "o-1001", "amount": 750, "reason": "damaged"})
+    pending = await demo.invoke(
+        ALICE, "orders.refund", {"order_id": "o-1001", "amount": 750, "reason": "damaged"}
+    )
     demo.expect("a refund over 500 needs a manager's approval", pending, "approval_required")
     approval = pending.approval_required.approval
     carols = await demo.invoke(CAROL, "orders.refund", {"order_id": "o-1003", "amount": 900})
-    self_try = await admin.DecideApproval(admin_pb2.DecideApprovalRequest(
-        approval_id=carols.approval_required.approval.id, verdict=admin_pb2.VERDICT_APPROVE,
-        input_hash=carols.approval_required.approval.input_hash), metadata=demo.md(*CAROL, audience="capgate-admin"))
+    self_try = await admin.DecideApproval(
+        admin_pb2.DecideApprovalRequest(
+            approval_id=carols.approval_required.approval.id,
+            verdict=admin_pb2.VERDICT_APPROVE,
+            input_hash=carols.approval_required.approval.input_hash,
+        ),
+        metadata=demo.md(*CAROL, audience="capgate-admin"),
+    )
     code = types_pb2.ErrorCode.Name(self_try.error.code).removeprefix("ERROR_CODE_")
-    print(f"  [{'ok ' if code == 'APPROVAL_SELF_APPROVAL' else 'BAD'}] carol cannot approve her own request\n        -> {code}")
+    print(
+        f"  [{'ok ' if code == 'APPROVAL_SELF_APPROVAL' else 'BAD'}] "
+        f"carol cannot approve her own request\n        -> {code}"
+    )
     if code != "APPROVAL_SELF_APPROVAL":
         demo.failures.append("self-approval refused")
-    listed = await admin.ListApprovals(admin_pb2.ListApprovalsRequest(), metadata=demo.md(*BOB, audience="capgate-admin"))
+    listed = await admin.ListApprovals(
+        admin_pb2.ListApprovalsRequest(), metadata=demo.md(*BOB, audience="capgate-admin")
+    )
     seen = next(a for a in listed.approvals if a.id == approval.id)
-    print(f"  bob's inbox shows {len(listed.approvals)} pending; this one's input as he sees it: {seen.input_json}")
-    decided = await admin.DecideApproval(admin_pb2.DecideApprovalRequest(
-        approval_id=approval.id, verdict=admin_pb2.VERDICT_APPROVE, note="ok, damaged item",
-        input_hash=seen.input_hash), metadata=demo.md(*BOB, audience="capgate-admin"))
+    print(
+        f"  bob's inbox shows {len(listed.approvals)} pending; "
+        f"this one's input as he sees it: {seen.input_json}"
+    )
+    decided = await admin.DecideApproval(
+        admin_pb2.DecideApprovalRequest(
+            approval_id=approval.id,
+            verdict=admin_pb2.VERDICT_APPROVE,
+            note="ok, damaged item",
+            input_hash=seen.input_hash,
+        ),
+        metadata=demo.md(*BOB, audience="capgate-admin"),
+    )
     status = types_pb2.ApprovalStatus.Name(decided.approval.status)
-    print(f"  [{'ok ' if status == 'APPROVAL_STATUS_APPROVED' else 'BAD'}] bob approves -> {status}")
-    resumed = await stub.Resume(gateway_pb2.ResumeRequest(approval_id=approval.id), metadata=demo.md(*ALICE))
+    print(
+        f"  [{'ok ' if status == 'APPROVAL_STATUS_APPROVED' else 'BAD'}] bob approves -> {status}"
+    )
+    resumed = await stub.Resume(
+        gateway_pb2.ResumeRequest(approval_id=approval.id), metadata=demo.md(*ALICE)
+    )
     demo.expect("alice resumes: the refund runs once", resumed, "completed")
-    again = await stub.Resume(gateway_pb2.ResumeRequest(approval_id=approval.id), metadata=demo.md(*ALICE))
+    again = await stub.Resume(
+        gateway_pb2.ResumeRequest(approval_id=approval.id), metadata=demo.md(*ALICE)
+    )
     same = again.execution_id == resumed.execution_id
-    print(f"  [{'ok ' if same else 'BAD'}] a repeated Resume returns the stored envelope (same execution id)")
+    print(
+        f"  [{'ok ' if same else 'BAD'}] "
+        "a repeated Resume returns the stored envelope (same execution id)"
+    )
     if not same:
         demo.failures.append("repeated resume")
 
 
-def mcp_post(url: str, token: str, body: dict[str, Any], session: str | None = None
-             ) -> tuple[dict[str, Any], str | None]:
+def mcp_post(
+    url: str, token: str, body: dict[str, Any], session: str | None = None
+) -> tuple[dict[str, Any], str | None]:
     """One JSON-RPC message to the MCP listener, as any MCP client sends it."""
-    headers = {"authorization": f"Bearer {token}", "content-type": "application/json",
-               "accept": "application/json, text/event-stream"}
+    headers = {
+        "authorization": f"Bearer {token}",
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+    }
     if session:
         headers |= {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
     request = urllib.request.Request(url, data=orjson.dumps(body), headers=headers, method="POST")
@@ -150,26 +234,33 @@ def mcp_post(url: str, token: str, body: dict[str, Any], session: str | None = N
 async def mcp_script(demo: Demo, url: str) -> None:
     token = demo.token("alice", ["agent"], audience=url)
 
-    async def rpc(method: str, params: dict[str, Any], session: str | None = None
-                  ) -> tuple[dict[str, Any], str | None]:
+    async def rpc(
+        method: str, params: dict[str, Any], session: str | None = None
+    ) -> tuple[dict[str, Any], str | None]:
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
         return await asyncio.to_thread(mcp_post, url, token, body, session)
 
     client = {"name": "capgate-demo", "version": "1"}
-    init, session = await rpc("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                             "clientInfo": client})
+    init, session = await rpc(
+        "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}
+    )
     listed, _ = await rpc("tools/list", {}, session)
     names = [t["name"] for t in listed["result"]["tools"]]
     print(f"\nMCP ({url}, protocol {init['result']['protocolVersion']}), alice's tools: {names}")
-    got, _ = await rpc("tools/call", {"name": "orders_get", "arguments": {"order_id": "o-1001"}},
-                       session)
+    got, _ = await rpc(
+        "tools/call", {"name": "orders_get", "arguments": {"order_id": "o-1001"}}, session
+    )
     hidden, _ = await rpc("tools/call", {"name": "admin_orders_purge", "arguments": {}}, session)
     unknown, _ = await rpc("tools/call", {"name": "no_such_tool", "arguments": {}}, session)
     checks = [
-        ("tools/call orders_get completes (structuredContent)",
-         got.get("result", {}).get("isError") is False and "structuredContent" in got["result"]),
-        ("a hidden tool answers exactly like an unknown one (-32602)",
-         hidden.get("error") == unknown.get("error") and hidden["error"]["code"] == -32602),
+        (
+            "tools/call orders_get completes (structuredContent)",
+            got.get("result", {}).get("isError") is False and "structuredContent" in got["result"],
+        ),
+        (
+            "a hidden tool answers exactly like an unknown one (-32602)",
+            hidden.get("error") == unknown.get("error") and hidden["error"]["code"] == -32602,
+        ),
     ]
     for title, ok in checks:
         print(f"  [{'ok ' if ok else 'BAD'}] {title}")
@@ -181,23 +272,39 @@ async def hold_inbox(demo: Demo) -> Any:
     """DEMO_HOLD=1: serve the approver inbox (as the allow-listed capgate-inbox identity) and
     leave one refund waiting in it for a manager."""
     settings = InboxSettings(
-        admin=AdminConnection(address=f"127.0.0.1:{demo.ports['admin']}", token=ServiceToken(
-            issuer=ISSUER, subject="capgate-inbox", audience="capgate-admin", kid="demo",
-            secret=demo.secret)),
-        jwt=JwtAuth(keys=(JwtKey(kid="demo", alg="HS256", secret=demo.secret),),
-                    issuers=(ISSUER,), audience="capgate-inbox", max_lifetime_s=12 * 3600),
+        admin=AdminConnection(
+            address=f"127.0.0.1:{demo.ports['admin']}",
+            token=ServiceToken(
+                issuer=ISSUER,
+                subject="capgate-inbox",
+                audience="capgate-admin",
+                kid="demo",
+                secret=demo.secret,
+            ),
+        ),
+        jwt=JwtAuth(
+            keys=(JwtKey(kid="demo", alg="HS256", secret=demo.secret),),
+            issuers=(ISSUER,),
+            audience="capgate-inbox",
+            max_lifetime_s=12 * 3600,
+        ),
         listen=os.environ.get("DEMO_INBOX_LISTEN", "127.0.0.1:8080"),
     )
     try:
         running = await start_inbox(settings)
     except (OSError, SystemExit):  # the port is taken: any free one will do
         running = await start_inbox(replace(settings, listen="127.0.0.1:0"))
-    waiting = await demo.invoke(ALICE, "orders.refund", {"order_id": "o-1002", "amount": 1200,
-                                                        "reason": "parcel lost in transit"})
+    waiting = await demo.invoke(
+        ALICE,
+        "orders.refund",
+        {"order_id": "o-1002", "amount": 1200, "reason": "parcel lost in transit"},
+    )
     approval = waiting.approval_required.approval
     print(f"\n  approver inbox: {running.url}/  (sign in with bob's token below)")
-    print(f"  inbox sign-in token (bob, manager): "
-          f"{demo.token('bob', ['manager', 'approver'], 'capgate-inbox', 8 * 3600)}")
+    print(
+        f"  inbox sign-in token (bob, manager): "
+        f"{demo.token('bob', ['manager', 'approver'], 'capgate-inbox', 8 * 3600)}"
+    )
     print(f"  waiting for a decision there: {running.url}/approvals/{approval.id}")
     print(f"  after approving, alice resumes with approval id {approval.id}")
     return running
@@ -208,15 +315,32 @@ async def main() -> int:
     run_dir = Path(tempfile.mkdtemp(prefix="capgate-demo-"))
     secret = os.environ.get("CAPGATE_DEMO_JWT_SECRET") or secrets.token_urlsafe(32)
     orders, orders_port = await serve_orders("127.0.0.1:0")
-    env = {**os.environ, "CAPGATE_DEMO_JWT_SECRET": secret, "CAPGATE_RUN_DIR": str(run_dir),
-           "CAPGATE_ORDERS_ADDR": f"127.0.0.1:{orders_port}",
-           "CAPGATE_DATA_DIR": str(run_dir / "data"),
-           "CAPGATE_AUDIT_HMAC_KEY": secrets.token_urlsafe(24)}
+    env = {
+        **os.environ,
+        "CAPGATE_DEMO_JWT_SECRET": secret,
+        "CAPGATE_RUN_DIR": str(run_dir),
+        "CAPGATE_ORDERS_ADDR": f"127.0.0.1:{orders_port}",
+        "CAPGATE_DATA_DIR": str(run_dir / "data"),
+        "CAPGATE_AUDIT_HMAC_KEY": secrets.token_urlsafe(24),
+    }
     ready = run_dir / "ready.json"
     log = open(run_dir / "gateway.log", "wb")  # noqa: SIM115
     gateway = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "serve", "--config", str(CONFIG), "--ready-file", str(ready)],
-        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        [
+            sys.executable,
+            "-m",
+            "gateway.cli",
+            "serve",
+            "--config",
+            str(CONFIG),
+            "--ready-file",
+            str(ready),
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+    )
     try:
         deadline = time.monotonic() + 60
         while not ready.exists():
@@ -226,9 +350,11 @@ async def main() -> int:
                 return 1
             await asyncio.sleep(0.1)
         ports = json.loads(ready.read_text())["ports"]
-        print(f"capgate is up: agents 127.0.0.1:{ports['agents']}, admin 127.0.0.1:{ports['admin']}, "
-              f"mcp http://127.0.0.1:{ports['mcp']}/mcp, "
-              f"local unix:{run_dir}/capgate.sock; upstream orders 127.0.0.1:{orders_port}")
+        print(
+            f"capgate is up: agents 127.0.0.1:{ports['agents']}, admin 127.0.0.1:{ports['admin']}, "
+            f"mcp http://127.0.0.1:{ports['mcp']}/mcp, "
+            f"local unix:{run_dir}/capgate.sock; upstream orders 127.0.0.1:{orders_port}"
+        )
         demo = Demo(secret, ports, f"{run_dir}/capgate.sock")
         await script(demo)
         mcp_url = f"http://127.0.0.1:{ports['mcp']}/mcp"
@@ -240,12 +366,22 @@ async def main() -> int:
         print("\nAll demo steps behaved as documented.")
         if hold:
             print("\nDEMO_HOLD=1: everything keeps running. Try it by hand (Ctrl-C to stop):")
-            print(f"  gateway (agents): 127.0.0.1:{ports['agents']}   admin: 127.0.0.1:{ports['admin']}")
+            print(
+                f"  gateway (agents): 127.0.0.1:{ports['agents']}   "
+                f"admin: 127.0.0.1:{ports['admin']}"
+            )
             print(f"  MCP (Streamable HTTP): {mcp_url}")
-            print(f"  MCP credential (alice, Authorization: Bearer): "
-                  f"{demo.token('alice', ['agent'], mcp_url, 8 * 3600)}")
-            print(f"  caller credential (alice): {demo.token('alice', ['agent'], lifetime=8 * 3600)}")
-            print(f"  approver credential (bob, admin listener): {demo.token('bob', ['manager', 'approver'], 'capgate-admin', 8 * 3600)}")
+            print(
+                f"  MCP credential (alice, Authorization: Bearer): "
+                f"{demo.token('alice', ['agent'], mcp_url, 8 * 3600)}"
+            )
+            print(
+                f"  caller credential (alice): {demo.token('alice', ['agent'], lifetime=8 * 3600)}"
+            )
+            print(
+                "  approver credential (bob, admin listener): "
+                f"{demo.token('bob', ['manager', 'approver'], 'capgate-admin', 8 * 3600)}"
+            )
             inbox = await hold_inbox(demo)
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()

@@ -13,19 +13,30 @@ from gateway.servicer import Stage1
 from gateway.snapshot import Snapshot
 
 
-class PolicyAdminServicer(admin_pb2_grpc.PolicyAdminServicer):
+class PolicyAdminServicer(admin_pb2_grpc.PolicyAdminServicer):  # type: ignore[misc]  # generated base is untyped
     def __init__(self, stage1: Stage1, snapshot: Callable[[], Snapshot], runtime: Runtime):
         self._stage1 = stage1
         self._snapshot = snapshot
         self._rt = runtime
 
-    async def Explain(self, request: admin_pb2.ExplainRequest, context: Any) -> gateway_pb2.CheckResponse:
+    async def Explain(
+        self, request: admin_pb2.ExplainRequest, context: Any
+    ) -> gateway_pb2.CheckResponse:
         await self._stage1.actor(context)  # any authenticated admin-listener identity
         a = request.actor
-        actor = Actor(id=a.id or "anonymous", kind=a.kind or ("anonymous" if not a.id else "user"),
-                      issuer=a.issuer, roles=tuple(a.roles))
+        actor = Actor(
+            id=a.id or "anonymous",
+            kind=a.kind or ("anonymous" if not a.id else "user"),
+            issuer=a.issuer,
+            roles=tuple(a.roles),
+        )
         return await discovery.check(
-            self._snapshot(), self._rt, surface=request.surface or "direct", actor=actor,
-            capability_id=request.capability_id, input_json=request.input_json, metadata={},
+            self._snapshot(),
+            self._rt,
+            surface=request.surface or "direct",
+            actor=actor,
+            capability_id=request.capability_id,
+            input_json=request.input_json,
+            metadata={},
             full=True,
         )

@@ -17,9 +17,8 @@ from capgate.v1 import gateway_pb2, types_pb2
 from gateway.model import Actor
 
 if TYPE_CHECKING:
-    from policy import ApprovalRequirement, Evaluation
-
     from gateway.snapshot import Prepared, Snapshot
+    from policy import ApprovalRequirement, Evaluation
 
 
 class Auditor(Protocol):
@@ -84,7 +83,7 @@ class Call:
     deadline: float = 0.0  # monotonic, absolute
     attempts: int = 0
     output: Any = None
-    state: int = types_pb2.EXECUTION_STATE_NOT_STARTED
+    state: types_pb2.ExecutionState = types_pb2.EXECUTION_STATE_NOT_STARTED
     result: gateway_pb2.ExecutionResult | None = None  # a stage's early answer (suspend, replay)
     denial_reason: str = ""
     extra: dict[str, Any] = field(default_factory=dict)

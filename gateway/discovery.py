@@ -1,4 +1,4 @@
-"""Discovery pipeline (seed 001, `runtime.describe`) and the `Check` dry run of stages 3–7.
+"""Discovery pipeline (seed 001, `runtime.describe`) and the `Check` dry run of stages 3-7.
 
 Describe: exposure filter (SI-1) → discovery-phase policies with no input (deny, hide or an
 error exclude, fail closed; require-approval marks the descriptor) → minimal descriptors →
@@ -9,8 +9,6 @@ events; full stances only for the admin `Explain`.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-
-from policy import Decision, EvalRequest, Phase
 
 from capgate.v1 import gateway_pb2, types_pb2
 from gateway.call import Call, Runtime
@@ -23,6 +21,7 @@ from gateway.stages.exposure import check_exposure
 from gateway.stages.policies import evaluate_invocation_policies
 from gateway.stages.resolve import resolve_capability
 from gateway.stages.validate import validate_input
+from policy import Decision, EvalRequest, Phase
 
 _DECISIONS = {
     Decision.ALLOW: types_pb2.DECISION_ALLOW,
@@ -42,10 +41,17 @@ def describe(
     for cap_id, prepared in snapshot.capabilities.items():
         if (wanted and cap_id not in wanted) or not prepared.capability.exposed_on(surface):
             continue
-        ev = snapshot.policies.evaluate_all(Phase.DISCOVERY, EvalRequest(
-            actor=actor_value, capability=prepared.policy_value,
-            capability_policies=prepared.capability.policies, surface=surface, input=None, now=now,
-        ))
+        ev = snapshot.policies.evaluate_all(
+            Phase.DISCOVERY,
+            EvalRequest(
+                actor=actor_value,
+                capability=prepared.policy_value,
+                capability_policies=prepared.capability.policies,
+                surface=surface,
+                input=None,
+                now=now,
+            ),
+        )
         if ev.decision in (Decision.DENY, Decision.HIDE):
             continue  # indistinguishable from nonexistent; errors fail closed the same way
         descriptor = out.capabilities.add()
@@ -53,49 +59,79 @@ def describe(
         descriptor.requires_approval = (
             ev.decision is Decision.REQUIRE_APPROVAL or prepared.capability.approval.required
         )
-    rt.audit.emit({
-        "event": Event.DISCOVERED.value,
-        "event_id": rt.new_id(),
-        "time": datetime.fromtimestamp(rt.wall(), UTC).isoformat(timespec="milliseconds"),
-        "surface": surface,
-        "actor_id": actor.id,
-        "actor_issuer": actor.issuer,
-        "actor_kind": actor.kind,
-        "capability_ids": [d.id for d in out.capabilities],
-        "revision": snapshot.revision,
-    })
+    rt.audit.emit(
+        {
+            "event": Event.DISCOVERED.value,
+            "event_id": rt.new_id(),
+            "time": datetime.fromtimestamp(rt.wall(), UTC).isoformat(timespec="milliseconds"),
+            "surface": surface,
+            "actor_id": actor.id,
+            "actor_issuer": actor.issuer,
+            "actor_kind": actor.kind,
+            "capability_ids": [d.id for d in out.capabilities],
+            "revision": snapshot.revision,
+        }
+    )
     return out
 
 
 async def check(
-    snapshot: Snapshot, rt: Runtime, *, surface: str, actor: Actor, capability_id: str,
-    input_json: bytes, metadata: dict[str, str], full: bool,
+    snapshot: Snapshot,
+    rt: Runtime,
+    *,
+    surface: str,
+    actor: Actor,
+    capability_id: str,
+    input_json: bytes,
+    metadata: dict[str, str],
+    full: bool,
 ) -> gateway_pb2.CheckResponse:
-    """Stages 3–7 without side effects. `full` (admin only) adds every policy's stance."""
-    call = Call(snapshot=snapshot, surface=surface, actor=actor, capability_id=capability_id,
-                raw_input=input_json, metadata=metadata)
+    """Stages 3-7 without side effects. `full` (admin only) adds every policy's stance."""
+    call = Call(
+        snapshot=snapshot,
+        surface=surface,
+        actor=actor,
+        capability_id=capability_id,
+        raw_input=input_json,
+        metadata=metadata,
+    )
     response = gateway_pb2.CheckResponse(revision=snapshot.revision)
     try:
-        for stage in (resolve_capability, check_exposure, validate_input, check_actor,
-                      evaluate_invocation_policies):
+        for stage in (
+            resolve_capability,
+            check_exposure,
+            validate_input,
+            check_actor,
+            evaluate_invocation_policies,
+        ):
             await stage(call, rt)
     except CapabilityError as err:
         if err.code in (Code.CAPABILITY_NOT_FOUND, Code.POLICY_DENIED, Code.POLICY_FAILED):
             # A concealed answer is the not-found answer exactly (SI-8).
-            response.decision = (types_pb2.DECISION_HIDE if full and err.reason == "hidden"
-                                 else types_pb2.DECISION_DENY)
+            response.decision = (
+                types_pb2.DECISION_HIDE
+                if full and err.reason == "hidden"
+                else types_pb2.DECISION_DENY
+            )
         response.error.CopyFrom(error_proto(err, types_pb2.EXECUTION_STATE_NOT_STARTED))
     else:
         assert call.prepared is not None
         needs = call.requirement is not None or call.prepared.capability.approval.required
-        response.decision = types_pb2.DECISION_REQUIRE_APPROVAL if needs else types_pb2.DECISION_ALLOW
+        response.decision = (
+            types_pb2.DECISION_REQUIRE_APPROVAL if needs else types_pb2.DECISION_ALLOW
+        )
         if call.requirement is not None:
             response.approval_reasons.extend(call.requirement.reasons)
     if full and call.evaluation is not None:
         for s in call.evaluation.stances:
             response.stances.add(
-                policy=s.policy, mode=s.mode,
-                effect=_DECISIONS[s.effect] if s.effect is not None else types_pb2.DECISION_UNSPECIFIED,
-                rule=-1 if s.rule is None else s.rule, message=s.message or "", error=s.error or "",
+                policy=s.policy,
+                mode=s.mode,
+                effect=_DECISIONS[s.effect]
+                if s.effect is not None
+                else types_pb2.DECISION_UNSPECIFIED,
+                rule=-1 if s.rule is None else s.rule,
+                message=s.message or "",
+                error=s.error or "",
             )
     return response

@@ -6,10 +6,12 @@ from __future__ import annotations
 from capgate.v1 import gateway_pb2, types_pb2
 from gateway.errors import CapabilityError, Code, Kind
 
+State = types_pb2.ExecutionState
+
 ERROR_CODES = {code: types_pb2.ErrorCode.Value(f"ERROR_CODE_{code.value}") for code in Code}
 
 
-def error_proto(err: CapabilityError, state: int) -> types_pb2.CapabilityError:
+def error_proto(err: CapabilityError, state: State) -> types_pb2.CapabilityError:
     msg = types_pb2.CapabilityError(
         code=ERROR_CODES[err.code],
         stage=err.spec.stage,
@@ -31,7 +33,7 @@ def failure(
     capability_id: str,
     attempts: int,
     duration_s: float | None,
-    state: int,
+    state: State,
     revision: str,
     approval_id: str = "",
 ) -> gateway_pb2.ExecutionResult:

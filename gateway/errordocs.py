@@ -18,7 +18,8 @@ def render() -> str:
         "is stale. Governed failures come back inside `ExecutionResult` with RPC status OK; the",
         "proto enum spells each code with the `ERROR_CODE_` prefix, JSON, MCP and audit without.",
         "",
-        "| code | stage | retryable | exposed to model | public message | terminal event | envelope |",
+        "| code | stage | retryable | exposed to model | public message | terminal event "
+        "| envelope |",
         "|---|---|---|---|---|---|---|",
     ]
     for code, spec in TABLE.items():
@@ -30,7 +31,8 @@ def render() -> str:
     lines += [
         "",
         "`EXECUTION_FAILED` is exposed, with the upstream's public message, when the upstream",
-        "attaches a declared contract error (`capgate.v1.ContractError` or `google.rpc.ErrorInfo`);",
+        "attaches a declared contract error (`capgate.v1.ContractError` or",
+        "`google.rpc.ErrorInfo`);",
         "otherwise it is the generic message above and the cause stays in the logs (SI-9).",
         "A concealed denial (unexposed or hidden capability) is exactly the `CAPABILITY_NOT_FOUND`",
         "answer, without a duration (SI-8); the audit event keeps the true reason.",

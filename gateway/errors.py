@@ -87,7 +87,9 @@ _D, _F, _C = Event.DENIED, Event.FAILED, Event.CANCELLED
 # resume codes; cancelled for TIMEOUT and CANCELLED.
 TABLE: Final[dict[Code, Spec]] = {
     Code.CAPABILITY_NOT_FOUND: Spec("discovery", False, True, "Capability not found.", _D),
-    Code.INPUT_TOO_LARGE: Spec("input-validation", False, True, "The input exceeds the allowed size.", _F),
+    Code.INPUT_TOO_LARGE: Spec(
+        "input-validation", False, True, "The input exceeds the allowed size.", _F
+    ),
     Code.INPUT_INVALID: Spec("input-validation", False, True, "The input is invalid.", _F),
     Code.UNAUTHENTICATED: Spec("authentication", False, True, "Authentication is required.", _F),
     Code.POLICY_DENIED: Spec("policy", False, True, "The request was denied by policy.", _D),
@@ -128,7 +130,9 @@ TABLE: Final[dict[Code, Spec]] = {
     Code.EXECUTION_FAILED: Spec("execution", False, False, GENERIC_MESSAGE, _F),
     Code.FORBIDDEN: Spec("authorization", False, True, "The operation is not permitted.", _F),
     Code.TIMEOUT: Spec("timeout", True, True, "The operation timed out.", _C, Kind.CANCELLED),
-    Code.CANCELLED: Spec("cancellation", False, True, "The operation was cancelled.", _C, Kind.CANCELLED),
+    Code.CANCELLED: Spec(
+        "cancellation", False, True, "The operation was cancelled.", _C, Kind.CANCELLED
+    ),
     Code.OUTPUT_INVALID: Spec("output-validation", False, False, GENERIC_MESSAGE, _F),
 }
 

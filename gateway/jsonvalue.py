@@ -58,7 +58,9 @@ def _walk(value: Any, limits: Limits, depth: int, path: str) -> tuple[int, bool]
                 keys, suspicious = keys + n, suspicious or s
             elif isinstance(v, str):
                 if len(v) > limits.max_string_length:
-                    raise _too_large(f"string longer than {limits.max_string_length} at {path}[{i}]")
+                    raise _too_large(
+                        f"string longer than {limits.max_string_length} at {path}[{i}]"
+                    )
             elif isinstance(v, float) and abs(v) >= 9.2e18:
                 suspicious = True
     elif isinstance(value, str) and len(value) > limits.max_string_length:

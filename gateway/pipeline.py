@@ -57,7 +57,7 @@ class Stage:
     span_kind: SpanKind = SpanKind.INTERNAL
 
 
-# Seed 001, stages 2–13 (1 is the listener; 14–15 are the runner's completion).
+# Seed 001, stages 2-13 (1 is the listener; 14-15 are the runner's completion).
 INVOKE: tuple[Stage, ...] = (
     Stage(2, "execution-identity", assign_execution_id),
     Stage(3, "resolve", resolve_capability),
@@ -75,7 +75,7 @@ INVOKE: tuple[Stage, ...] = (
     Stage(13, "redaction", redact_output),
 )
 
-# Resume re-enters at stage 8: the record is loaded and checked first, stages 3–7 re-run on the
+# Resume re-enters at stage 8: the record is loaded and checked first, stages 3-7 re-run on the
 # stored input (deny/hide re-evaluated, ADR 0007), the approval is consumed, then 9 onwards.
 RESUME: tuple[Stage, ...] = (
     INVOKE[0],
@@ -91,6 +91,7 @@ RESUME: tuple[Stage, ...] = (
     *INVOKE[7:],
 )
 
+
 async def _run_stage(stage: Stage, call: Call, rt: Runtime) -> str | None:
     started = _perf()
     try:
@@ -102,7 +103,9 @@ async def _run_stage(stage: Stage, call: Call, rt: Runtime) -> str | None:
         metrics.stage_duration.observe(_perf() - started, (stage.name,))
 
 
-async def run(call: Call, rt: Runtime, stages: tuple[Stage, ...] = INVOKE) -> gateway_pb2.ExecutionResult:
+async def run(
+    call: Call, rt: Runtime, stages: tuple[Stage, ...] = INVOKE
+) -> gateway_pb2.ExecutionResult:
     """Runs the stages; never raises for governed failures (seed 001: invoke never throws)."""
     with root_span("agent.capability_call") as span:
         started = _perf()
@@ -127,9 +130,11 @@ async def run(call: Call, rt: Runtime, stages: tuple[Stage, ...] = INVOKE) -> ga
             _observe(call, span, gone.spec.kind.value, gone.code.value, started)
             await asyncio.shield(_failed(call, rt, gone))
             raise
-        except Exception as exc:  # noqa: BLE001 - the one error boundary (SI-9)
+        except Exception as exc:
             log.exception("unexpected error in execution %s", call.execution_id)
-            fault = CapabilityError(Code.EXECUTION_FAILED, reason=f"unexpected {type(exc).__name__}")
+            fault = CapabilityError(
+                Code.EXECUTION_FAILED, reason=f"unexpected {type(exc).__name__}"
+            )
             _observe(call, span, fault.spec.kind.value, fault.code.value, started)
             return await _failed(call, rt, fault)
 
@@ -142,14 +147,16 @@ def _observe(call: Call, span: Span, outcome: str, code: str, started: float) ->
     metrics.invocation_duration.observe(_perf() - started, (capability, outcome))
     if not span.is_recording():
         return
-    span.set_attributes({
-        "capgate.capability_id": call.capability_id[:256],
-        "capgate.surface": call.surface,
-        "capgate.revision": call.snapshot.revision,
-        "capgate.execution_id": call.execution_id,
-        "capgate.outcome": outcome,
-        "capgate.attempts": call.attempts,
-    })
+    span.set_attributes(
+        {
+            "capgate.capability_id": call.capability_id[:256],
+            "capgate.surface": call.surface,
+            "capgate.revision": call.snapshot.revision,
+            "capgate.execution_id": call.execution_id,
+            "capgate.outcome": outcome,
+            "capgate.attempts": call.attempts,
+        }
+    )
     if call.approval_id:
         span.set_attribute("capgate.approval_id", call.approval_id[:256])
     if call.approval is not None and call.approval.traceparent:
@@ -214,7 +221,8 @@ async def _record_outcome(call: Call, rt: Runtime, result: gateway_pb2.Execution
         code = result.failed.code or result.cancelled.code
         try:
             await rt.approvals.finish(
-                record.id, envelope=result.SerializeToString(),
+                record.id,
+                envelope=result.SerializeToString(),
                 outcome_code=types_pb2.ErrorCode.Name(code) if code else None,
                 resumed_execution_id=call.execution_id,
             )

@@ -35,7 +35,9 @@ def parse_path(path: str) -> tuple[object, ...]:
     while pos < len(path):
         m = _SEGMENT.match(path, pos)
         if m is None:
-            raise RedactPathError(f"redaction path {path!r}: unsupported syntax at column {pos + 1}")
+            raise RedactPathError(
+                f"redaction path {path!r}: unsupported syntax at column {pos + 1}"
+            )
         parts.append(_ANY if m.group(0) == "[*]" else (m.group(1) or m.group(2)))
         pos = m.end()
     if not parts:

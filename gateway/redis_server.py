@@ -58,15 +58,24 @@ class RedisProcess:
             self.port = free_port()
         argv = [
             redis_binary(),
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--dir", str(self.data_dir),
-            "--appendonly", "yes",
-            "--appendfsync", "always",
-            "--save", "",
-            "--protected-mode", "yes",
-            "--daemonize", "no",
-            "--logfile", str(self.data_dir / "redis.log"),
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.data_dir),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--save",
+            "",
+            "--protected-mode",
+            "yes",
+            "--daemonize",
+            "no",
+            "--logfile",
+            str(self.data_dir / "redis.log"),
         ]
         self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout_s
@@ -74,7 +83,10 @@ class RedisProcess:
             if self.process.poll() is not None:
                 log = (self.data_dir / "redis.log").read_text(errors="replace")[-2000:]
                 raise RuntimeError(f"redis-server exited early:\n{log}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2) as s:
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), 0.2) as s,
+            ):
                 s.sendall(b"PING\r\n")
                 if s.recv(16).startswith(b"+PONG"):
                     return self

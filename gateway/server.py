@@ -78,7 +78,7 @@ def _bind(server: grpc.aio.Server, listener: Listener) -> int:
         address = f"unix:{path}"
     port = (server.add_secure_port(address, creds) if creds is not None
             else server.add_insecure_port(address))
-    return port
+    return int(port)
 
 
 def build_listener(

@@ -47,7 +47,7 @@ class Stage1:
             raise  # unreachable: abort raises
 
 
-class CapabilityGatewayServicer(gateway_pb2_grpc.CapabilityGatewayServicer):
+class CapabilityGatewayServicer(gateway_pb2_grpc.CapabilityGatewayServicer):  # type: ignore[misc]  # generated base is untyped
     def __init__(self, stage1: Stage1, snapshot: Callable[[], Snapshot], runtime: Runtime):
         self._stage1 = stage1
         self._surface = stage1.listener.surface
@@ -64,32 +64,60 @@ class CapabilityGatewayServicer(gateway_pb2_grpc.CapabilityGatewayServicer):
             **kw,
         )
 
-    async def Invoke(self, request: gateway_pb2.InvokeRequest, context: Any) -> gateway_pb2.ExecutionResult:
+    async def Invoke(
+        self, request: gateway_pb2.InvokeRequest, context: Any
+    ) -> gateway_pb2.ExecutionResult:
         actor = await self._stage1.actor(context)
         call = self._call(
-            context, actor, capability_id=request.capability_id, raw_input=request.input_json,
-            idempotency_key=request.idempotency_key, correlation_id=request.correlation_id,
+            context,
+            actor,
+            capability_id=request.capability_id,
+            raw_input=request.input_json,
+            idempotency_key=request.idempotency_key,
+            correlation_id=request.correlation_id,
             metadata=dict(request.metadata),
         )
         return await pipeline.run(call, self._rt, pipeline.INVOKE)
 
-    async def Resume(self, request: gateway_pb2.ResumeRequest, context: Any) -> gateway_pb2.ExecutionResult:
+    async def Resume(
+        self, request: gateway_pb2.ResumeRequest, context: Any
+    ) -> gateway_pb2.ExecutionResult:
         actor = await self._stage1.actor(context)
-        call = self._call(context, actor, capability_id="", raw_input=b"",
-                          correlation_id=request.correlation_id, approval_id=request.approval_id)
+        call = self._call(
+            context,
+            actor,
+            capability_id="",
+            raw_input=b"",
+            correlation_id=request.correlation_id,
+            approval_id=request.approval_id,
+        )
         return await pipeline.run(call, self._rt, pipeline.RESUME)
 
-    async def Describe(self, request: gateway_pb2.DescribeRequest, context: Any) -> gateway_pb2.DescribeResponse:
+    async def Describe(
+        self, request: gateway_pb2.DescribeRequest, context: Any
+    ) -> gateway_pb2.DescribeResponse:
         actor = await self._stage1.actor(context)
-        return discovery.describe(self._snapshot(), self._rt, surface=self._surface, actor=actor,
-                                  ids=list(request.capability_ids))
+        return discovery.describe(
+            self._snapshot(),
+            self._rt,
+            surface=self._surface,
+            actor=actor,
+            ids=list(request.capability_ids),
+        )
 
-    async def Check(self, request: gateway_pb2.CheckRequest, context: Any) -> gateway_pb2.CheckResponse:
+    async def Check(
+        self, request: gateway_pb2.CheckRequest, context: Any
+    ) -> gateway_pb2.CheckResponse:
         actor = await self._stage1.actor(context)
         return await discovery.check(
-            self._snapshot(), self._rt, surface=self._surface, actor=actor,
-            capability_id=request.capability_id, input_json=request.input_json,
-            metadata=dict(request.metadata), full=False,
+            self._snapshot(),
+            self._rt,
+            surface=self._surface,
+            actor=actor,
+            capability_id=request.capability_id,
+            input_json=request.input_json,
+            metadata=dict(request.metadata),
+            full=False,
         )
 
     async def _own_approval(self, approval_id: str, actor: Actor) -> Any:
@@ -97,30 +125,47 @@ class CapabilityGatewayServicer(gateway_pb2_grpc.CapabilityGatewayServicer):
         if store is None:
             raise CapabilityError(Code.APPROVAL_NOT_FOUND, reason="no approval store")
         record = await store.get(approval_id)
-        if record is None or record.requester.identity != actor.identity or record.surface != self._surface:
+        if (
+            record is None
+            or record.requester.identity != actor.identity
+            or record.surface != self._surface
+        ):
             raise CapabilityError(Code.APPROVAL_NOT_FOUND, reason="unknown or not the requester's")
         return record
 
-    async def GetApproval(self, request: gateway_pb2.GetApprovalRequest, context: Any) -> gateway_pb2.GetApprovalResponse:
+    async def GetApproval(
+        self, request: gateway_pb2.GetApprovalRequest, context: Any
+    ) -> gateway_pb2.GetApprovalResponse:
         actor = await self._stage1.actor(context)
         try:
             record = await self._own_approval(request.approval_id, actor)
         except CapabilityError as err:
             return gateway_pb2.GetApprovalResponse(error=error_to_proto(err))
-        return gateway_pb2.GetApprovalResponse(approval=to_proto(record, include_input=False, redactor=None))
+        return gateway_pb2.GetApprovalResponse(
+            approval=to_proto(record, include_input=False, redactor=None)
+        )
 
-    async def WaitApproval(self, request: gateway_pb2.WaitApprovalRequest, context: Any) -> gateway_pb2.GetApprovalResponse:
+    async def WaitApproval(
+        self, request: gateway_pb2.WaitApprovalRequest, context: Any
+    ) -> gateway_pb2.GetApprovalResponse:
         actor = await self._stage1.actor(context)
         try:
             record = await self._own_approval(request.approval_id, actor)
             if record.status == "pending":
-                wait = request.timeout.ToTimedelta().total_seconds() if request.HasField("timeout") else _MAX_WAIT_S
+                wait = (
+                    request.timeout.ToTimedelta().total_seconds()
+                    if request.HasField("timeout")
+                    else _MAX_WAIT_S
+                )
                 remaining = context.time_remaining()
                 if remaining is not None:
                     wait = min(wait, max(remaining - 0.05, 0.0))
-                record = await self._rt.approvals.wait(request.approval_id, min(wait, _MAX_WAIT_S)) or record
+                record = (
+                    await self._rt.approvals.wait(request.approval_id, min(wait, _MAX_WAIT_S))
+                    or record
+                )
         except CapabilityError as err:
             return gateway_pb2.GetApprovalResponse(error=error_to_proto(err))
-        return gateway_pb2.GetApprovalResponse(approval=to_proto(record, include_input=False, redactor=None))
-
-
+        return gateway_pb2.GetApprovalResponse(
+            approval=to_proto(record, include_input=False, redactor=None)
+        )

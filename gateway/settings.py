@@ -195,7 +195,7 @@ class NotifySettings:
 class Defaults:
     timeout_s: float = 30.0
     deadline_margin_s: float = 0.05
-    limits: Limits = Limits()
+    limits: Limits = field(default_factory=Limits)
     metadata_allowlist: tuple[str, ...] = ()
 
 

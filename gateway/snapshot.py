@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from policy import PolicySet, load_policy_set
 
 from capgate.v1 import gateway_pb2
 from gateway.model import Capability
@@ -19,9 +18,15 @@ from gateway.redact import Redactor
 from gateway.settings import Settings, Upstream
 from gateway.upstream.call import UpstreamCall, grpc_call, procedure_call
 from gateway.upstream.channels import ChannelPool
-from gateway.upstream.descriptors import MethodInfo, load_descriptor_set, load_from_reflection, resolve_method
+from gateway.upstream.descriptors import (
+    MethodInfo,
+    load_descriptor_set,
+    load_from_reflection,
+    resolve_method,
+)
 from gateway.upstream.schema import derive_schema
 from gateway.validation import SchemaValidator
+from policy import PolicySet, load_policy_set
 
 PROCEDURE_METHOD = "/capgate.v1.Procedure/Invoke"
 
@@ -73,7 +78,9 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
 
 
-async def _method(upstream: Upstream, method: str, pool: ChannelPool, cache: dict[str, Any]) -> MethodInfo:
+async def _method(
+    upstream: Upstream, method: str, pool: ChannelPool, cache: dict[str, Any]
+) -> MethodInfo:
     descriptors = cache.get(upstream.name)
     if descriptors is None:
         if upstream.descriptor_set:
@@ -84,10 +91,18 @@ async def _method(upstream: Upstream, method: str, pool: ChannelPool, cache: dic
     return resolve_method(descriptors, method)
 
 
-async def _prepare(cap: Capability, settings: Settings, pool: ChannelPool, cache: dict[str, Any],
-                   hmac_key: bytes, key_id: str) -> Prepared:
+async def _prepare(
+    cap: Capability,
+    *,
+    settings: Settings,
+    pool: ChannelPool,
+    cache: dict[str, Any],
+    hmac_key: bytes,
+    key_id: str,
+) -> Prepared:
     upstream = settings.upstreams[cap.upstream]
     channel = pool.channel(upstream)
+    call: UpstreamCall
     if upstream.kind == "procedure":
         if cap.input_schema is None:
             raise SnapshotError(f"capability {cap.id}: a procedure upstream needs input_schema")
@@ -96,14 +111,20 @@ async def _prepare(cap: Capability, settings: Settings, pool: ChannelPool, cache
         method = cap.method or PROCEDURE_METHOD
     else:
         info = await _method(upstream, cap.method, pool, cache)
-        input_schema = cap.input_schema if cap.input_schema is not None else derive_schema(info.input)
+        input_schema = (
+            cap.input_schema if cap.input_schema is not None else derive_schema(info.input)
+        )
         call = grpc_call(channel, info, upstream=upstream)
         method = info.full_method
     schema_json = orjson.dumps(input_schema, option=orjson.OPT_SORT_KEYS)
     output_redactor = Redactor(cap.redact.output, hmac_key=hmac_key, key_id=key_id)
     descriptor = gateway_pb2.CapabilityDescriptor(
-        id=cap.id, description=cap.description, input_schema_json=schema_json.decode(),
-        side_effect=cap.side_effect, risk=cap.risk, tags=list(cap.tags),
+        id=cap.id,
+        description=cap.description,
+        input_schema_json=schema_json.decode(),
+        side_effect=cap.side_effect,
+        risk=cap.risk,
+        tags=list(cap.tags),
     )
     return Prepared(
         capability=cap,
@@ -123,26 +144,40 @@ def _policy_files(paths: tuple[str, ...]) -> list[Path]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files += sorted(p for p in path.rglob("*.yaml")
-                            if not p.name.endswith("_test.yaml") and ".." not in p.parts[-2:])
+            files += sorted(
+                p
+                for p in path.rglob("*.yaml")
+                if not p.name.endswith("_test.yaml") and ".." not in p.parts[-2:]
+            )
         else:
             files.append(path)
     return sorted(files, key=str)
 
 
-async def build_snapshot(settings: Settings, pool: ChannelPool, *, hmac_key: bytes = b"") -> Snapshot:
+async def build_snapshot(
+    settings: Settings, pool: ChannelPool, *, hmac_key: bytes = b""
+) -> Snapshot:
     """Prepare every capability and compile the policies; raises on any load error."""
     cache: dict[str, Any] = {}
     prepared: dict[str, Prepared] = {}
     for cap in settings.capabilities:
-        prepared[cap.id] = await _prepare(cap, settings, pool, cache, hmac_key, settings.audit.hmac_key_id)
+        prepared[cap.id] = await _prepare(
+            cap,
+            settings=settings,
+            pool=pool,
+            cache=cache,
+            hmac_key=hmac_key,
+            key_id=settings.audit.hmac_key_id,
+        )
     registry = {
         cap_id: {**p.policy_value, "input_schema": dict(p.input_validator.schema)}
         for cap_id, p in prepared.items()
     }
     policies = load_policy_set(_policy_files(settings.policy_paths), registry=registry)
     known = set(policies.policy_names)
-    missing = sorted({n for p in prepared.values() for n in p.capability.policies if n not in known})
+    missing = sorted(
+        {n for p in prepared.values() for n in p.capability.policies if n not in known}
+    )
     if missing:
         raise SnapshotError(f"capabilities list unknown policies: {', '.join(missing)}")
     revision = _digest(settings.revision, policies.revision)

@@ -44,7 +44,8 @@ def _message(keyword: str, schema_value: Any) -> str:
         case "minLength" | "maxLength":
             return f"length must be {'>=' if keyword == 'minLength' else '<='} {schema_value}"
         case "minItems" | "maxItems":
-            return f"must have {'at least' if keyword == 'minItems' else 'at most'} {schema_value} items"
+            bound = "at least" if keyword == "minItems" else "at most"
+            return f"must have {bound} {schema_value} items"
         case "pattern":
             return "does not match the required pattern"
         case "format":
@@ -77,11 +78,17 @@ class SchemaValidator:
             path = list(err.absolute_path)
             if err.validator == "required":
                 # The missing property's name comes from the schema, so it is safe to name it.
-                missing = [r for r in err.validator_value if isinstance(err.instance, dict) and r not in err.instance]
+                missing = [
+                    r
+                    for r in err.validator_value
+                    if isinstance(err.instance, dict) and r not in err.instance
+                ]
                 for name in missing:
                     issues.append(InputIssue(_pointer([*path, name]), "is required"))
                 continue
-            issues.append(InputIssue(_pointer(path), _message(str(err.validator), err.validator_value)))
+            issues.append(
+                InputIssue(_pointer(path), _message(str(err.validator), err.validator_value))
+            )
             if len(issues) >= _MAX_ISSUES:
                 break
         if not issues:  # the two validators disagree: fail closed with a generic issue

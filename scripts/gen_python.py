@@ -35,11 +35,17 @@ def _generate(out: Path) -> None:
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")
     for pkg in [out / "capgate", out / "capgate" / "v1"]:
-        (pkg / "__init__.py").write_text('"""Generated from proto/ by scripts/gen_python.py; do not edit."""\n')
+        (pkg / "__init__.py").write_text(
+            '"""Generated from proto/ by scripts/gen_python.py; do not edit."""\n'
+        )
 
 
 def _tree(root: Path) -> dict[str, Path]:
-    return {str(p.relative_to(root)): p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    return {
+        str(p.relative_to(root)): p
+        for p in root.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 def main() -> int:
@@ -51,10 +57,18 @@ def main() -> int:
         fresh = Path(tmp) / "capgate"
         if args.check:
             new, old = _tree(fresh), _tree(OUT)
-            stale = sorted(k for k in new.keys() | old.keys()
-                           if k not in new or k not in old or not filecmp.cmp(new[k], old[k], shallow=False))
+            stale = sorted(
+                k
+                for k in new.keys() | old.keys()
+                if k not in new or k not in old or not filecmp.cmp(new[k], old[k], shallow=False)
+            )
             if stale:
-                print("generated Python is stale; run `make gen`:", *stale, sep="\n  ", file=sys.stderr)
+                print(
+                    "generated Python is stale; run `make gen`:",
+                    *stale,
+                    sep="\n  ",
+                    file=sys.stderr,
+                )
                 return 1
             return 0
         if OUT.exists():

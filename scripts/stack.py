@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,22 +41,53 @@ def start() -> None:
     orders_log = open(RUN / "orders.log", "wb")  # noqa: SIM115
     orders = subprocess.Popen(
         [sys.executable, "-m", "examples.orders.server", "--address", f"127.0.0.1:{orders_port}"],
-        cwd=ROOT, stdout=orders_log, stderr=subprocess.STDOUT)
-    run_dir = Path("/tmp") / f"cg-stack-{os.getpid()}"
+        cwd=ROOT,
+        stdout=orders_log,
+        stderr=subprocess.STDOUT,
+    )
+    run_dir = Path(tempfile.gettempdir()) / f"cg-stack-{os.getpid()}"
     run_dir.mkdir(exist_ok=True)
     jwks = RUN / "actor-jwks.json"
-    env = {**os.environ, "TEST_JWT_SECRET": JWT_SECRET, "TEST_RUN_DIR": str(run_dir),
-           "TEST_ORDERS_ADDR": f"127.0.0.1:{orders_port}", "TEST_REDIS_URL": redis.url,
-           "TEST_HMAC_KEY": "stack-hmac-key-0123456789-0123456789-abcdef", "CAPGATE_ACTOR_JWKS_OUT": str(jwks)}
+    env = {
+        **os.environ,
+        "TEST_JWT_SECRET": JWT_SECRET,
+        "TEST_RUN_DIR": str(run_dir),
+        "TEST_ORDERS_ADDR": f"127.0.0.1:{orders_port}",
+        "TEST_REDIS_URL": redis.url,
+        "TEST_HMAC_KEY": "stack-hmac-key-0123456789-0123456789-abcdef",
+        "CAPGATE_ACTOR_JWKS_OUT": str(jwks),
+    }
     ready = RUN / "gateway.ready.json"
     ready.unlink(missing_ok=True)
     gw_log = open(RUN / "gateway.log", "wb")  # noqa: SIM115
     gateway = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "serve", "--config", str(ROOT / "tests/gateway/gateway.yaml"),
-         "--ready-file", str(ready), "--no-watch", "--jwks-out", str(jwks)],
-        cwd=ROOT, env=env, stdout=gw_log, stderr=subprocess.STDOUT)
-    (RUN / "stack.pids").write_text(json.dumps(
-        {"redis": redis.process.pid if redis.process else 0, "orders": orders.pid, "gateway": gateway.pid}))
+        [
+            sys.executable,
+            "-m",
+            "gateway.cli",
+            "serve",
+            "--config",
+            str(ROOT / "tests/gateway/gateway.yaml"),
+            "--ready-file",
+            str(ready),
+            "--no-watch",
+            "--jwks-out",
+            str(jwks),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=gw_log,
+        stderr=subprocess.STDOUT,
+    )
+    (RUN / "stack.pids").write_text(
+        json.dumps(
+            {
+                "redis": redis.process.pid if redis.process else 0,
+                "orders": orders.pid,
+                "gateway": gateway.pid,
+            }
+        )
+    )
     _wait_file(ready, gateway, "gateway")
     ports = json.loads(ready.read_text())["ports"]
     stack = {

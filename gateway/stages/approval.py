@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from capgate.v1 import gateway_pb2, types_pb2
 from gateway.approvals.convert import to_proto
-from gateway.approvals.records import ApprovalRecord
+from gateway.approvals.records import ApprovalRecord, Status
 from gateway.audit.events import build, stances
 from gateway.call import Call, Runtime
 from gateway.canonical import input_hash
@@ -42,7 +42,7 @@ def _requirement(call: Call) -> tuple[tuple[str, ...], tuple[str, ...], float, s
     if not roles:
         roles.add(settings.default_approver_role)
     expires = min(expiries) if expiries else settings.default_expires_in_s
-    message = (call.evaluation.message if call.evaluation and call.evaluation.message else None)
+    message = call.evaluation.message if call.evaluation and call.evaluation.message else None
     return tuple(reasons), tuple(sorted(roles)), expires, message or _APPROVAL_MESSAGE
 
 
@@ -55,10 +55,15 @@ async def approval_gate(call: Call, rt: Runtime) -> str | None:
         return None
     store = rt.approvals
     if store is None:
-        raise CapabilityError(Code.APPROVAL_UNAVAILABLE, retryable=False, reason="no approval store")
+        raise CapabilityError(
+            Code.APPROVAL_UNAVAILABLE, retryable=False, reason="no approval store"
+        )
     if call.actor.anonymous:
-        raise CapabilityError(Code.UNAUTHENTICATED, message="Approval-gated calls need an authenticated actor.",
-                              reason="anonymous approval request")
+        raise CapabilityError(
+            Code.UNAUTHENTICATED,
+            message="Approval-gated calls need an authenticated actor.",
+            reason="anonymous approval request",
+        )
     digest = input_hash(call.input)  # APPROVAL_UNSERIALIZABLE_INPUT when it has no canonical form
     reasons, roles, expires_in, message = _requirement(call)
     now = rt.wall()
@@ -76,7 +81,7 @@ async def approval_gate(call: Call, rt: Runtime) -> str | None:
         side_effect=capability.side_effect,
         approver_roles=roles,
         message=message,
-        status="pending",
+        status=Status.PENDING,
         created_at=now,
         expires_at=now + expires_in,
         requesting_execution_id=call.execution_id,
@@ -86,9 +91,17 @@ async def approval_gate(call: Call, rt: Runtime) -> str | None:
         record = await store.create(record)
         span.set_attribute("capgate.approval_id", record.id)
     call.approval_id = record.id
-    rt.audit.emit(build(Event.APPROVAL_REQUESTED, call, now, approval_id=record.id,
-                        reasons=list(reasons), expires_at=record.expires_at,
-                        stances=stances(call)))
+    rt.audit.emit(
+        build(
+            Event.APPROVAL_REQUESTED,
+            call,
+            now,
+            approval_id=record.id,
+            reasons=list(reasons),
+            expires_at=record.expires_at,
+            stances=stances(call),
+        )
+    )
     result = gateway_pb2.ExecutionResult(
         execution_id=call.execution_id,
         capability_id=capability.id,

@@ -3,6 +3,7 @@ the deadline, and `capability.started` (awaited in strict audit mode: AUDIT_UNAV
 
 from __future__ import annotations
 
+from capgate.v1 import gateway_pb2
 from gateway.audit.events import build, stances
 from gateway.audit.sinks import AuditUnavailable
 from gateway.call import Call, Runtime
@@ -10,11 +11,9 @@ from gateway.canonical import input_hash
 from gateway.errors import CapabilityError, Code, Event
 from gateway.stages import SUSPEND
 
-from capgate.v1 import gateway_pb2
-
 
 def compute_deadline(call: Call, rt: Runtime) -> float:
-    """min(caller deadline − margin, capability timeout, else the default); a declared
+    """min(caller deadline - margin, capability timeout, else the default); a declared
     capability timeout is not capped by the default (§12)."""
     assert call.prepared is not None
     defaults = call.snapshot.settings.defaults
@@ -31,8 +30,13 @@ async def attach_controls(call: Call, rt: Runtime) -> str | None:
     assert call.prepared is not None and call.actor is not None
     store = rt.idempotency
     if call.idempotency_key and store is not None:
-        scope = (call.actor.issuer, call.actor.id, call.surface, call.prepared.capability.id,
-                 call.idempotency_key)
+        scope = (
+            call.actor.issuer,
+            call.actor.id,
+            call.surface,
+            call.prepared.capability.id,
+            call.idempotency_key,
+        )
         digest = call.input_hash or input_hash(call.input)
         claim = await store.claim(scope, digest, call.execution_id)
         if claim.replay is not None:
@@ -49,7 +53,9 @@ async def attach_controls(call: Call, rt: Runtime) -> str | None:
         try:
             await rt.audit.emit_strict(event)
         except AuditUnavailable:
-            raise CapabilityError(Code.AUDIT_UNAVAILABLE, reason="strict audit write failed") from None
+            raise CapabilityError(
+                Code.AUDIT_UNAVAILABLE, reason="strict audit write failed"
+            ) from None
     else:
         rt.audit.emit(event)
     return None

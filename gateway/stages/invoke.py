@@ -45,9 +45,13 @@ def forwarded_metadata(call: Call, rt: Runtime) -> list[tuple[str, str]]:
         decided_by = call.approval.decided_by if call.approval is not None else None
         approver = decided_by.id if decided_by is not None else None
         token = rt.signer.sign(
-            call.actor, upstream=cap.upstream, execution_id=call.execution_id,
-            capability_id=cap.id, surface=call.surface,
-            approval_id=call.approval.id if call.approval is not None else None, approver=approver,
+            call.actor,
+            upstream=cap.upstream,
+            execution_id=call.execution_id,
+            capability_id=cap.id,
+            surface=call.surface,
+            approval_id=call.approval.id if call.approval is not None else None,
+            approver=approver,
         )
         md.append(("x-capgate-actor-token", token))
     return md
@@ -66,19 +70,30 @@ class _Attempts:
         self.full_method = inner.full_method
         service, _, method = self.full_method.lstrip("/").rpartition("/")
         self._attributes: dict[str, str | int] = {
-            "rpc.system": "grpc", "rpc.service": service, "rpc.method": method,
-            "capgate.upstream": self._upstream}
+            "rpc.system": "grpc",
+            "rpc.service": service,
+            "rpc.method": method,
+            "capgate.upstream": self._upstream,
+        }
 
-    async def __call__(self, input_value: Any, *, timeout: float,  # noqa: ASYNC109
-                       metadata: Metadata = ()) -> Any:
+    async def __call__(
+        self,
+        input_value: Any,
+        *,
+        timeout: float,  # noqa: ASYNC109
+        metadata: Metadata = (),
+    ) -> Any:
         self._attempt += 1
         attributes: dict[str, str | int] = {**self._attributes, "capgate.attempt": self._attempt}
         started = time.perf_counter()
         code = "OK"
         with child_span("agent.procedure_execution", SpanKind.CLIENT, attributes) as span:
             try:
-                return await self._inner(input_value, timeout=timeout,
-                                         metadata=[*metadata, *traceparent(self._call.traceparent)])
+                return await self._inner(
+                    input_value,
+                    timeout=timeout,
+                    metadata=[*metadata, *traceparent(self._call.traceparent)],
+                )
             except CapabilityError as err:
                 code = err.code.value
                 status = err.details.get(UPSTREAM_STATUS_KEY)
@@ -110,9 +125,15 @@ async def invoke_procedure(call: Call, rt: Runtime) -> None:
     call.state = types_pb2.EXECUTION_STATE_UNKNOWN  # from here on the effect may have happened
     try:
         output, attempts = await call_with_retry(
-            _Attempts(call, prepared.upstream_call), call.input, metadata=metadata,
-            capability=prepared.capability, deadline=call.deadline, clock=rt.monotonic,
-            sleep=rt.sleep or asyncio.sleep, jitter=rt.jitter, on_retry=on_retry,
+            _Attempts(call, prepared.upstream_call),
+            call.input,
+            metadata=metadata,
+            capability=prepared.capability,
+            deadline=call.deadline,
+            clock=rt.monotonic,
+            sleep=rt.sleep or asyncio.sleep,
+            jitter=rt.jitter,
+            on_retry=on_retry,
         )
     except CapabilityError as err:
         call.attempts = max(call.attempts, int(err.details.get(ATTEMPTS_KEY, 1)))  # type: ignore[call-overload]

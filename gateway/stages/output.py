@@ -1,4 +1,4 @@
-"""Stages 12–13 — output validation, then redaction (SI-10).
+"""Stages 12-13 — output validation, then redaction (SI-10).
 
 An output that violates its own contract is withheld (OUTPUT_INVALID, executed before
 failure). Redaction runs on the validated output, before any serialization, log or span."""
@@ -15,14 +15,17 @@ async def validate_output(call: Call, rt: Runtime) -> None:
     try:
         _walk(call.output, call.prepared.capability.limits, 1, "$")
     except CapabilityError:
-        raise CapabilityError(Code.OUTPUT_INVALID, executed=True, reason="output over limits") from None
+        raise CapabilityError(
+            Code.OUTPUT_INVALID, executed=True, reason="output over limits"
+        ) from None
     validator = call.prepared.output_validator
     if validator is None:
         return
     validated, issues = validator.validate(call.output)
     if issues:
-        raise CapabilityError(Code.OUTPUT_INVALID, executed=True,
-                              reason=f"output schema: {len(issues)} issue(s)")
+        raise CapabilityError(
+            Code.OUTPUT_INVALID, executed=True, reason=f"output schema: {len(issues)} issue(s)"
+        )
     call.output = validated
 
 

@@ -10,11 +10,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry import trace
-from policy import Decision, EvalRequest, Evaluation, Phase
 
 from gateway.call import Call, Runtime
 from gateway.errors import CapabilityError, Code, not_found
 from gateway.telemetry import metrics
+from policy import Decision, EvalRequest, Evaluation, Phase
 
 
 def eval_request(call: Call, rt: Runtime, *, with_input: bool, approval: Any = None) -> EvalRequest:
@@ -42,10 +42,14 @@ def _evaluate(call: Call, phase: Phase, req: EvalRequest) -> Evaluation:
         metrics.policy_failures.add(label)
     span = trace.get_current_span()  # agent.policy_evaluation when sampled
     if span.is_recording():
-        span.set_attributes({"capgate.policy.phase": phase.value,
-                             "capgate.policy.decision": ev.decision.name.lower(),
-                             "capgate.policy.count": len(ev.stances),
-                             "capgate.policy.failed": ev.failed})
+        span.set_attributes(
+            {
+                "capgate.policy.phase": phase.value,
+                "capgate.policy.decision": ev.decision.name.lower(),
+                "capgate.policy.count": len(ev.stances),
+                "capgate.policy.failed": ev.failed,
+            }
+        )
     return ev
 
 
@@ -53,7 +57,9 @@ def _enforce(call: Call, rt: Runtime, ev: Evaluation, *, allow_approval: bool) -
     if ev.decision is Decision.DENY:
         code = Code.POLICY_FAILED if ev.failed else Code.POLICY_DENIED
         message = None if ev.failed else ev.message
-        raise CapabilityError(code, message=message, reason="policy-error" if ev.failed else "denied")
+        raise CapabilityError(
+            code, message=message, reason="policy-error" if ev.failed else "denied"
+        )
     if ev.decision is Decision.HIDE:
         raise not_found("hidden")
     if ev.decision is Decision.REQUIRE_APPROVAL and allow_approval:

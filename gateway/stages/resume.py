@@ -3,7 +3,7 @@
 Order of checks: the record exists, belongs to this (issuer, id) and this surface (otherwise a
 concealed APPROVAL_NOT_FOUND); a finished execution hands back its stored envelope; the status
 (pending, rejected, expired, consumed); the capability digest is unchanged; the stored input
-still hashes to the approved hash (SI-5). Stages 3–7 then re-run on the stored input, and
+still hashes to the approved hash (SI-5). Stages 3-7 then re-run on the stored input, and
 `consume_approval` marks the record consumed atomically (SI-12) right before stage 9.
 """
 
@@ -34,8 +34,12 @@ async def load_approval(call: Call, rt: Runtime) -> str | None:
         raise CapabilityError(Code.APPROVAL_NOT_FOUND, reason="no approval store")
     record = await store.get(call.approval_id)
     actor = call.actor
-    if (record is None or actor is None or record.requester.identity != actor.identity
-            or record.surface != call.surface):
+    if (
+        record is None
+        or actor is None
+        or record.requester.identity != actor.identity
+        or record.surface != call.surface
+    ):
         raise _not_found()
     call.capability_id = record.capability_id
     if record.status == "executed" and record.outcome_envelope:
@@ -48,8 +52,11 @@ async def load_approval(call: Call, rt: Runtime) -> str | None:
         call.state = types_pb2.EXECUTION_STATE_UNKNOWN
     if record.status in _STATUS_CODES:
         raise CapabilityError(_STATUS_CODES[record.status], reason=f"status {record.status}")
-    if (rt.approvals.settings.reject_self_approval and record.decided_by is not None
-            and record.decided_by.identity == actor.identity):
+    if (
+        rt.approvals.settings.reject_self_approval
+        and record.decided_by is not None
+        and record.decided_by.identity == actor.identity
+    ):
         raise CapabilityError(Code.APPROVAL_SELF_APPROVAL, reason="approver is the requester")
     if record.expires_at <= rt.wall():
         raise CapabilityError(Code.APPROVAL_EXPIRED, reason="expired")
@@ -72,8 +79,9 @@ async def verify_capability_digest(call: Call, rt: Runtime) -> None:
     answered INPUT_INVALID; one that keeps it valid is still refused here (ADR 0007)."""
     assert call.prepared is not None and call.approval is not None
     if call.approval.capability_digest != call.prepared.digest:
-        raise CapabilityError(Code.APPROVAL_INPUT_MISMATCH,
-                              reason="capability changed since the approval (digest)")
+        raise CapabilityError(
+            Code.APPROVAL_INPUT_MISMATCH, reason="capability changed since the approval (digest)"
+        )
 
 
 async def consume_approval(call: Call, rt: Runtime) -> None:

@@ -45,8 +45,9 @@ async def env(orders_upstream: str, redis_server: RedisProcess) -> AsyncIterator
     settings = load_settings(HERE / "gateway.yaml", environ=environ)
     memory = MemorySink()
     gw = await start(settings, extra_sinks=[memory])
-    environment = Env(gw=gw, audit=memory, orders_address=orders_upstream,
-                      socket_path=f"{run_dir}/capgate.sock")
+    environment = Env(
+        gw=gw, audit=memory, orders_address=orders_upstream, socket_path=f"{run_dir}/capgate.sock"
+    )
     yield environment
     for channel in environment.channels.values():
         await channel.close()

@@ -11,6 +11,7 @@ from typing import Any
 
 import grpc
 import jwt
+import orjson
 
 from capgate.v1 import admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
 from examples.orders import orders_pb2, orders_pb2_grpc
@@ -40,8 +41,11 @@ def local_metadata(name: str | None) -> list[tuple[str, str]]:
     if name is None:
         return []
     a = ACTORS[name]
-    return [("x-capgate-actor-id", a["sub"]), ("x-capgate-actor-kind", a["kind"]),
-            ("x-capgate-actor-roles", ",".join(a["roles"]))]
+    return [
+        ("x-capgate-actor-id", a["sub"]),
+        ("x-capgate-actor-kind", a["kind"]),
+        ("x-capgate-actor-roles", ",".join(a["roles"])),
+    ]
 
 
 @dataclass
@@ -57,7 +61,11 @@ class Env:
 
     def channel(self, listener: str) -> grpc.aio.Channel:
         if listener not in self.channels:
-            target = f"unix:{self.socket_path}" if listener == "local" else f"127.0.0.1:{self.port(listener)}"
+            target = (
+                f"unix:{self.socket_path}"
+                if listener == "local"
+                else f"127.0.0.1:{self.port(listener)}"
+            )
             self.channels[listener] = grpc.aio.insecure_channel(target)
         return self.channels[listener]
 
@@ -78,19 +86,32 @@ class Env:
         audience = "capgate-admin" if listener == "admin" else "capgate"
         return [("authorization", f"Bearer {token(actor, audience=audience)}")]
 
-    async def invoke(self, capability: str, input_value: Any = None, *, actor: str | None = "alice",
-                     listener: str = "agents", raw: bytes | None = None, timeout: float | None = 10,
-                     **fields: Any) -> gateway_pb2.ExecutionResult:
-        import orjson
-
-        body = raw if raw is not None else (b"" if input_value is None else orjson.dumps(input_value))
+    async def invoke(
+        self,
+        capability: str,
+        input_value: Any = None,
+        *,
+        actor: str | None = "alice",
+        listener: str = "agents",
+        raw: bytes | None = None,
+        rpc_timeout: float | None = 10,
+        **fields: Any,
+    ) -> gateway_pb2.ExecutionResult:
+        body = (
+            raw if raw is not None else (b"" if input_value is None else orjson.dumps(input_value))
+        )
         request = gateway_pb2.InvokeRequest(capability_id=capability, input_json=body, **fields)
         return await self.gateway(listener).Invoke(
-            request, metadata=self.metadata(listener, actor), timeout=timeout)
+            request, metadata=self.metadata(listener, actor), timeout=rpc_timeout
+        )
 
-    async def resume(self, approval_id: str, *, actor: str = "alice", listener: str = "agents") -> gateway_pb2.ExecutionResult:
+    async def resume(
+        self, approval_id: str, *, actor: str = "alice", listener: str = "agents"
+    ) -> gateway_pb2.ExecutionResult:
         return await self.gateway(listener).Resume(
-            gateway_pb2.ResumeRequest(approval_id=approval_id), metadata=self.metadata(listener, actor))
+            gateway_pb2.ResumeRequest(approval_id=approval_id),
+            metadata=self.metadata(listener, actor),
+        )
 
     async def stats(self) -> orders_pb2.Stats:
         async with grpc.aio.insecure_channel(self.orders_address) as ch:
@@ -113,8 +134,13 @@ class Env:
             await audit.flush()  # type: ignore[attr-defined]
             await asyncio.sleep(0.01)
             events = [e for e in self.audit.events if e.get("execution_id") == execution_id]
-            terminal = {"capability.completed", "capability.failed", "capability.cancelled",
-                        "capability.denied", "capability.approval_requested"}
+            terminal = {
+                "capability.completed",
+                "capability.failed",
+                "capability.cancelled",
+                "capability.denied",
+                "capability.approval_requested",
+            }
             if events and events[-1]["event"] in terminal:
                 return events
         return [e for e in self.audit.events if e.get("execution_id") == execution_id]
@@ -122,8 +148,13 @@ class Env:
 
 def subset(expected: Any, actual: Any) -> bool:
     if isinstance(expected, Mapping):
-        return isinstance(actual, Mapping) and all(k in actual and subset(v, actual[k]) for k, v in expected.items())
+        return isinstance(actual, Mapping) and all(
+            k in actual and subset(v, actual[k]) for k, v in expected.items()
+        )
     if isinstance(expected, list):
-        return isinstance(actual, list) and len(expected) == len(actual) and all(
-            subset(e, a) for e, a in zip(expected, actual, strict=True))
+        return (
+            isinstance(actual, list)
+            and len(expected) == len(actual)
+            and all(subset(e, a) for e, a in zip(expected, actual, strict=True))
+        )
     return bool(expected == actual)

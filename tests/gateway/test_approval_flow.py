@@ -25,21 +25,34 @@ def code(result: Any) -> str:
     return types_pb2.ErrorCode.Name(err.code).removeprefix("ERROR_CODE_")
 
 
-async def request_approval(env: Env, amount: float = 800, actor: str = "alice",
-                           listener: str = "agents") -> types_pb2.Approval:
-    result = await env.invoke("orders.refund", {"order_id": "o-1001", "amount": amount},
-                              actor=actor, listener=listener)
+async def request_approval(
+    env: Env, amount: float = 800, actor: str = "alice", listener: str = "agents"
+) -> types_pb2.Approval:
+    result = await env.invoke(
+        "orders.refund", {"order_id": "o-1001", "amount": amount}, actor=actor, listener=listener
+    )
     assert result.WhichOneof("outcome") == "approval_required", result
     return result.approval_required.approval
 
 
-async def decide(env: Env, approval: types_pb2.Approval, *, approve: bool = True, by: str = "bob",
-                 input_hash: str | None = None) -> admin_pb2.DecideApprovalResponse:
+async def decide(
+    env: Env,
+    approval: types_pb2.Approval,
+    *,
+    approve: bool = True,
+    by: str = "bob",
+    input_hash: str | None = None,
+) -> admin_pb2.DecideApprovalResponse:
     verdict = admin_pb2.VERDICT_APPROVE if approve else admin_pb2.VERDICT_REJECT
     return await env.admin().DecideApproval(
-        admin_pb2.DecideApprovalRequest(approval_id=approval.id, verdict=verdict, note="test",
-                                        input_hash=input_hash if input_hash is not None else approval.input_hash),
-        metadata=env.metadata("admin", by))
+        admin_pb2.DecideApprovalRequest(
+            approval_id=approval.id,
+            verdict=verdict,
+            note="test",
+            input_hash=input_hash if input_hash is not None else approval.input_hash,
+        ),
+        metadata=env.metadata("admin", by),
+    )
 
 
 def record_key(approval_id: str) -> str:
@@ -52,7 +65,10 @@ async def test_lifecycle_runs_the_upstream_exactly_once(env: Env) -> None:
     assert approval.input_hash and approval.status == types_pb2.APPROVAL_STATUS_PENDING
     assert not approval.input_json  # callers never get the stored input back
     decided = await decide(env, approval)
-    assert not decided.HasField("error") and decided.approval.status == types_pb2.APPROVAL_STATUS_APPROVED
+    assert (
+        not decided.HasField("error")
+        and decided.approval.status == types_pb2.APPROVAL_STATUS_APPROVED
+    )
     assert await env.upstream_calls(REFUND) == 0  # deciding executes nothing
     resumed = await env.resume(approval.id)
     assert resumed.WhichOneof("outcome") == "completed", resumed
@@ -118,11 +134,15 @@ async def test_another_actor_or_surface_cannot_resume_and_sees_not_found(env: En
     assert other.failed == unknown.failed
     via_local = await env.resume(approval.id, actor="alice", listener="local")
     assert code(via_local) == "APPROVAL_NOT_FOUND"
-    get = await env.gateway().GetApproval(gateway_pb2.GetApprovalRequest(approval_id=approval.id),
-                                          metadata=env.metadata("agents", "carol"))
+    get = await env.gateway().GetApproval(
+        gateway_pb2.GetApprovalRequest(approval_id=approval.id),
+        metadata=env.metadata("agents", "carol"),
+    )
     assert types_pb2.ErrorCode.Name(get.error.code) == "ERROR_CODE_APPROVAL_NOT_FOUND"
-    mine = await env.gateway().GetApproval(gateway_pb2.GetApprovalRequest(approval_id=approval.id),
-                                           metadata=env.metadata("agents", "alice"))
+    mine = await env.gateway().GetApproval(
+        gateway_pb2.GetApprovalRequest(approval_id=approval.id),
+        metadata=env.metadata("agents", "alice"),
+    )
     assert mine.approval.status == types_pb2.APPROVAL_STATUS_APPROVED
     assert (await env.resume(approval.id)).WhichOneof("outcome") == "completed"
 
@@ -135,7 +155,9 @@ async def test_fifty_concurrent_resumes_execute_once(env: Env) -> None:
     assert await env.upstream_calls(REFUND) == 1
     completed = [r for r in results if r.WhichOneof("outcome") == "completed"]
     assert len({r.execution_id for r in completed}) == 1  # late ones get the stored envelope
-    assert all(code(r) == "APPROVAL_CONSUMED" for r in results if r.WhichOneof("outcome") != "completed")
+    assert all(
+        code(r) == "APPROVAL_CONSUMED" for r in results if r.WhichOneof("outcome") != "completed"
+    )
 
 
 async def test_wait_approval_returns_when_decided(env: Env) -> None:
@@ -156,7 +178,8 @@ async def test_a_schema_change_since_approval_is_refused(env: Env) -> None:
     await decide(env, approval)
     old = env.gw.settings
     caps = []
-    for cap in old.capabilities:
+    for original in old.capabilities:
+        cap = original
         if cap.id == "orders.refund":
             schema = dict(cap.input_schema or {})
             props = dict(schema["properties"])

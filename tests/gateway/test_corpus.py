@@ -18,7 +18,9 @@ from tests.gateway.harness import ACTORS, Env, subset
 
 pytestmark = pytest.mark.integration
 
-CASES: list[dict[str, Any]] = yaml.safe_load((Path(__file__).parent / "corpus.yaml").read_text())["cases"]
+CASES: list[dict[str, Any]] = yaml.safe_load((Path(__file__).parent / "corpus.yaml").read_text())[
+    "cases"
+]
 SURFACES = {"agents": "agent", "local": "direct"}
 
 
@@ -35,17 +37,27 @@ def _actor(case: dict[str, Any], listener: str) -> Actor:
     if name is None:
         return Actor(id="anonymous", kind="anonymous", issuer="local")
     a = ACTORS[name]
-    return Actor(id=a["sub"], kind=a["kind"], issuer="test-idp" if listener == "agents" else "local",
-                 roles=tuple(a["roles"]))
+    return Actor(
+        id=a["sub"],
+        kind=a["kind"],
+        issuer="test-idp" if listener == "agents" else "local",
+        roles=tuple(a["roles"]),
+    )
 
 
 async def _run(env: Env, case: dict[str, Any], mode: str) -> gateway_pb2.ExecutionResult:
     listener = case.get("listener", "agents")
     if mode == "grpc":
-        return await env.invoke(case["capability"], raw=_raw(case), actor=case.get("actor", "alice"),
-                                listener=listener)
-    call = Call(snapshot=env.gw.holder.current, surface=SURFACES[listener], actor=_actor(case, listener),
-                capability_id=case["capability"], raw_input=_raw(case))
+        return await env.invoke(
+            case["capability"], raw=_raw(case), actor=case.get("actor", "alice"), listener=listener
+        )
+    call = Call(
+        snapshot=env.gw.holder.current,
+        surface=SURFACES[listener],
+        actor=_actor(case, listener),
+        capability_id=case["capability"],
+        raw_input=_raw(case),
+    )
     return await pipeline.run(call, env.gw.runtime)
 
 
@@ -69,7 +81,10 @@ def _check_envelope(result: gateway_pb2.ExecutionResult, expect: dict[str, Any])
     if "issues" in expect:
         assert [{"path": i.path, "message": i.message} for i in error.issues] == expect["issues"]
     if "state" in expect:
-        assert types_pb2.ExecutionState.Name(result.execution_state) == f"EXECUTION_STATE_{expect['state']}"
+        assert (
+            types_pb2.ExecutionState.Name(result.execution_state)
+            == f"EXECUTION_STATE_{expect['state']}"
+        )
     if "attempts" in expect:
         assert result.attempts == expect["attempts"]
     assert "SENTINEL" not in str(result)  # SI-10 / issue messages never echo values

@@ -33,7 +33,9 @@ async def test_a_repeat_with_the_same_key_and_input_returns_the_recorded_envelop
 async def test_the_same_key_with_other_input_is_a_conflict(env: Env) -> None:
     await env.invoke("orders.refund", {"order_id": "o-1001", "amount": 4}, idempotency_key="idem-2")
     await env.reset_upstream()
-    other = await env.invoke("orders.refund", {"order_id": "o-1001", "amount": 5}, idempotency_key="idem-2")
+    other = await env.invoke(
+        "orders.refund", {"order_id": "o-1001", "amount": 5}, idempotency_key="idem-2"
+    )
     assert code(other) == "IDEMPOTENCY_CONFLICT"
     assert await env.upstream_calls() == 0
 
@@ -61,5 +63,7 @@ async def test_keys_are_scoped_to_the_actor(env: Env) -> None:
 async def test_a_failure_before_the_upstream_releases_the_key(env: Env) -> None:
     bad = await env.invoke("orders.refund", {"order_id": "o-1001"}, idempotency_key="idem-5")
     assert code(bad) == "INPUT_INVALID"
-    ok = await env.invoke("orders.refund", {"order_id": "o-1001", "amount": 1}, idempotency_key="idem-5")
+    ok = await env.invoke(
+        "orders.refund", {"order_id": "o-1001", "amount": 1}, idempotency_key="idem-5"
+    )
     assert ok.WhichOneof("outcome") == "completed"

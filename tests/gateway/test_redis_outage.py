@@ -31,10 +31,14 @@ def code(result: types_pb2.CapabilityError | object) -> str:
 async def own(orders_upstream: str, tmp_path: Path) -> AsyncIterator[tuple[Env, RedisProcess]]:
     redis = RedisProcess(tmp_path / "redis").start()
     run_dir = tempfile.mkdtemp(prefix="cg-")
-    settings = load_settings(HERE / "gateway.yaml", environ=gateway_environ(orders_upstream, redis.url, run_dir))
+    settings = load_settings(
+        HERE / "gateway.yaml", environ=gateway_environ(orders_upstream, redis.url, run_dir)
+    )
     memory = MemorySink()
     gw = await start(settings, extra_sinks=[memory])
-    env = Env(gw=gw, audit=memory, orders_address=orders_upstream, socket_path=f"{run_dir}/capgate.sock")
+    env = Env(
+        gw=gw, audit=memory, orders_address=orders_upstream, socket_path=f"{run_dir}/capgate.sock"
+    )
     yield env, redis
     for channel in env.channels.values():
         await channel.close()
@@ -43,7 +47,8 @@ async def own(orders_upstream: str, tmp_path: Path) -> AsyncIterator[tuple[Env, 
 
 
 async def test_redis_down_fails_only_the_stateful_paths_and_sigkill_loses_nothing(
-        own: tuple[Env, RedisProcess]) -> None:
+    own: tuple[Env, RedisProcess],
+) -> None:
     env, redis = own
     pending = await request_approval(env)
     approved = await request_approval(env)

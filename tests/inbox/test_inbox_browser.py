@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,8 +22,11 @@ pytestmark = pytest.mark.e2e
 # The README's screenshot is refreshed only on request (UPDATE_SCREENSHOT=1), so that a test
 # run leaves the work tree clean; otherwise the screenshot goes to a temporary file.
 _README_SHOT = Path(__file__).resolve().parents[2] / "docs" / "img" / "inbox.png"
-SCREENSHOT = (_README_SHOT if os.environ.get("UPDATE_SCREENSHOT") == "1"
-              else Path(tempfile.gettempdir()) / "capgate-inbox.png")
+SCREENSHOT = (
+    _README_SHOT
+    if os.environ.get("UPDATE_SCREENSHOT") == "1"
+    else Path(tempfile.gettempdir()) / "capgate-inbox.png"
+)
 PENDING = types_pb2.APPROVAL_STATUS_PENDING
 
 
