@@ -213,7 +213,7 @@ async def _serve(args: argparse.Namespace) -> int:
             log.error("config change refused, keeping revision %s: %s", gw.holder.current.revision, exc)
 
         gw.watcher = ConfigWatcher(args.config, on_change=on_change, on_error=on_error,
-                                   interval_s=args.watch_interval)
+                                   interval_s=args.watch_interval, initial=settings)
         gw.watcher.start()
     if args.ready_file:
         Path(args.ready_file).write_text(json.dumps({"ports": gw.ports(), "revision": gw.holder.current.revision}))
