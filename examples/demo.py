@@ -303,7 +303,7 @@ async def hold_inbox(demo: Demo) -> Any:
     print(f"\n  approver inbox: {running.url}/  (sign in with bob's token below)")
     print(
         f"  inbox sign-in token (bob, manager): "
-        f"{demo.token('bob', ['manager', 'approver'], 'capgate-inbox', 8 * 3600)}"
+        f"{demo.token('bob', ['manager', 'approver'], 'capgate-inbox', 3600)}"
     )
     print(f"  waiting for a decision there: {running.url}/approvals/{approval.id}")
     print(f"  after approving, alice resumes with approval id {approval.id}")
@@ -373,14 +373,14 @@ async def main() -> int:
             print(f"  MCP (Streamable HTTP): {mcp_url}")
             print(
                 f"  MCP credential (alice, Authorization: Bearer): "
-                f"{demo.token('alice', ['agent'], mcp_url, 8 * 3600)}"
+                f"{demo.token('alice', ['agent'], mcp_url, 3600)}"
             )
             print(
-                f"  caller credential (alice): {demo.token('alice', ['agent'], lifetime=8 * 3600)}"
+                f"  caller credential (alice): {demo.token('alice', ['agent'], lifetime=3600)}"
             )
             print(
                 "  approver credential (bob, admin listener): "
-                f"{demo.token('bob', ['manager', 'approver'], 'capgate-admin', 8 * 3600)}"
+                f"{demo.token('bob', ['manager', 'approver'], 'capgate-admin', 3600)}"
             )
             inbox = await hold_inbox(demo)
             stop = asyncio.Event()
