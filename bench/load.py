@@ -215,11 +215,15 @@ async def http_job(job: dict[str, Any]) -> dict[str, Any]:
 async def _measured(call: Call, job: dict[str, Any]) -> dict[str, Any]:
     concurrency = int(job["concurrency"])
     warmup = int(job.get("warmup", 0))
+    warmed = 0
     if warmup:
-        await drive(call, concurrency=concurrency, count=warmup, seconds=float(job["seconds"]))
-    return await drive(
+        first = await drive(call, concurrency=concurrency, count=warmup, seconds=float(job["seconds"]))
+        warmed = first["calls"] + first["errors"]
+    result = await drive(
         call, concurrency=concurrency, count=int(job["count"]), seconds=float(job["seconds"])
     )
+    result["warmup_calls"] = warmed
+    return result
 
 
 JOBS = {"unary": unary_job, "approval": approval_job, "http": http_job}

@@ -36,6 +36,9 @@ class Proc:
     def alive(self) -> bool:
         return self.popen.poll() is None
 
+    def cpu_s(self) -> float:
+        return cpu_seconds(self.popen.pid)
+
     def stop(self, timeout_s: float = 10.0) -> None:
         stop_all([self], timeout_s)
 
@@ -53,6 +56,15 @@ def stop_all(processes: list[Proc], timeout_s: float = 5.0) -> None:
         except subprocess.TimeoutExpired:
             proc.popen.kill()
             proc.popen.wait(5)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process `pid` (all its threads) from /proc, in seconds."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _tail(path: Path) -> str:
@@ -227,6 +239,9 @@ class Generator:
             stderr=self._err,
             cwd=ROOT,
         )
+
+    def cpu_s(self) -> float:
+        return cpu_seconds(self.popen.pid)
 
     def run(self, job: dict[str, Any]) -> dict[str, Any]:
         assert self.popen.stdin is not None

@@ -76,8 +76,15 @@ class Harness:
         self.stage_us: dict[str, dict[str, float]] = {}
 
     def job(
-        self, name: str, level: int, spec: dict[str, Any], *, metrics_url: str | None = None
+        self,
+        name: str,
+        level: int,
+        spec: dict[str, Any],
+        *,
+        server: tuple[int, ...] = (),
+        metrics_url: str | None = None,
     ) -> None:
+        """Run one job; `server` are the pids whose CPU time per call is recorded."""
         m = self.mode
         job = {
             "concurrency": level,
@@ -88,7 +95,14 @@ class Harness:
         }
         before = scrape(metrics_url) if metrics_url else None
         started = time.monotonic()
+        cpu = [sum(procs.cpu_seconds(pid) for pid in server), self.gen.cpu_s()]
         result = self.gen.run(job)
+        if not result.get("failed"):
+            # Per call, counting the warm-up calls the CPU times also include.
+            n = max(result["calls"] + result["errors"] + result.get("warmup_calls", 0), 1)
+            server_s = sum(procs.cpu_seconds(pid) for pid in server) - cpu[0]
+            result["server_cpu_us"] = round(server_s / n * 1e6, 1) if server else None
+            result["client_cpu_us"] = round((self.gen.cpu_s() - cpu[1]) / n * 1e6, 1)
         row = self.scenarios.setdefault(name, {"levels": {}})
         row["levels"][str(level)] = result
         if before is not None and metrics_url and level == m.levels[0]:

@@ -12,8 +12,9 @@ from typing import Any
 
 import orjson
 
-from capgate.v1 import gateway_pb2
+from capgate.v1 import gateway_pb2, procedure_pb2_grpc
 from gateway.model import Capability
+from gateway.outputexpr import OutputExpr
 from gateway.redact import Redactor
 from gateway.settings import Settings, Upstream
 from gateway.upstream.call import UpstreamCall, grpc_call, procedure_call
@@ -46,6 +47,8 @@ class Prepared:
     approval_redactor: Redactor
     upstream_call: UpstreamCall
     digest: str  # upstream + method + schema version: bound into approvals (§12)
+    output_expr: OutputExpr | None
+    inline_approver: Any  # capgate.v1.Approver stub when approval.inline_approver is set
     descriptor: gateway_pb2.CapabilityDescriptor
     policy_value: Mapping[str, Any]
 
@@ -133,6 +136,14 @@ async def _prepare(
         redact_output=output_redactor.apply,
         approval_redactor=Redactor(cap.redact.approval_input, hmac_key=hmac_key, key_id=key_id),
         upstream_call=call,
+        output_expr=OutputExpr(cap.redact.output_expr) if cap.redact.output_expr else None,
+        inline_approver=(
+            procedure_pb2_grpc.ApproverStub(
+                pool.channel(settings.upstreams[cap.approval.inline_approver])
+            )
+            if cap.approval.inline_approver
+            else None
+        ),
         digest=_digest(upstream.name, method, hashlib.sha256(schema_json).hexdigest()),
         descriptor=descriptor,
         policy_value=cap.as_policy_value(),

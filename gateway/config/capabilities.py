@@ -18,6 +18,7 @@ from google.protobuf.message import DecodeError
 from gateway.config.context import Ctx, check_port, items, mapping, plain, seconds_of, text
 from gateway.config.problems import PathParts
 from gateway.config.source import LDict
+from gateway.outputexpr import OutputExpr, OutputExprError
 from gateway.redact import RedactPathError, parse_path
 
 log = logging.getLogger("gateway.config")
@@ -156,6 +157,12 @@ def _check_redact(ctx: Ctx, redact: LDict, parts: PathParts, hmac_key: str) -> N
                     ctx.fail((*parts, key, r, "path"), message)
             if rule.get("action") == "hmac" and not hmac_key:
                 ctx.fail((*parts, key, r, "action"), "hmac redaction needs audit.hmac_key")
+    expr = redact.get("output_expr")
+    if isinstance(expr, str) and expr:
+        try:
+            OutputExpr(expr)  # compiled again for the snapshot; here only to report at load
+        except OutputExprError as exc:
+            ctx.fail((*parts, "output_expr"), str(exc))
 
 
 def _warn(cap: LDict, cap_id: str, surfaces: set[str]) -> None:

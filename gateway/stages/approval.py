@@ -16,6 +16,7 @@ from gateway.call import Call, Runtime
 from gateway.canonical import input_hash
 from gateway.errors import CapabilityError, Code, Event
 from gateway.stages import SUSPEND
+from gateway.stages.inline import decide_inline
 from gateway.telemetry import child_span, current_traceparent
 
 _APPROVAL_MESSAGE = "This call needs human approval before it can run."
@@ -54,7 +55,8 @@ async def approval_gate(call: Call, rt: Runtime) -> str | None:
     if call.requirement is None and not capability.approval.required:
         return None
     store = rt.approvals
-    if store is None:
+    inline = call.prepared.inline_approver
+    if store is None and inline is None:
         raise CapabilityError(
             Code.APPROVAL_UNAVAILABLE, retryable=False, reason="no approval store"
         )
@@ -87,6 +89,9 @@ async def approval_gate(call: Call, rt: Runtime) -> str | None:
         requesting_execution_id=call.execution_id,
         traceparent=current_traceparent(call.traceparent),  # Resume links its trace to this
     )
+    if inline is not None:
+        await decide_inline(call, rt, record, inline)
+        return None
     with child_span("agent.approval_request") as span:
         record = await store.create(record)
         span.set_attribute("capgate.approval_id", record.id)

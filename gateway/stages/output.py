@@ -31,4 +31,10 @@ async def validate_output(call: Call, rt: Runtime) -> None:
 
 async def redact_output(call: Call, rt: Runtime) -> None:
     assert call.prepared is not None
-    call.output = call.prepared.redact_output(call.output)
+    prepared = call.prepared
+    output = prepared.redact_output(call.output)
+    if prepared.output_expr is not None and call.actor is not None:
+        output = prepared.output_expr.apply(
+            output, actor=call.actor.as_policy_value(), capability=prepared.policy_value
+        )
+    call.output = output
