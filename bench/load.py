@@ -217,7 +217,9 @@ async def _measured(call: Call, job: dict[str, Any]) -> dict[str, Any]:
     warmup = int(job.get("warmup", 0))
     warmed = 0
     if warmup:
-        first = await drive(call, concurrency=concurrency, count=warmup, seconds=float(job["seconds"]))
+        first = await drive(
+            call, concurrency=concurrency, count=warmup, seconds=float(job["seconds"])
+        )
         warmed = first["calls"] + first["errors"]
     result = await drive(
         call, concurrency=concurrency, count=int(job["count"]), seconds=float(job["seconds"])

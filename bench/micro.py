@@ -8,7 +8,6 @@ Writes bench/out/micro.json.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import statistics
 import tempfile
@@ -67,9 +66,16 @@ class _Null:
 async def measure() -> dict[str, float]:
     run_dir = Path(tempfile.mkdtemp(prefix="cgm-"))
     secret = fixtures.new_secret()
-    config = fixtures.write_config(run_dir / "gateway.yaml", fixtures.gateway_config(
-        run_dir=run_dir, upstream="127.0.0.1:9", redis_url="redis://127.0.0.1:9/0",
-        secret=secret, hmac_key=fixtures.new_secret()))
+    config = fixtures.write_config(
+        run_dir / "gateway.yaml",
+        fixtures.gateway_config(
+            run_dir=run_dir,
+            upstream="127.0.0.1:9",
+            redis_url="redis://127.0.0.1:9/0",
+            secret=secret,
+            hmac_key=fixtures.new_secret(),
+        ),
+    )
     settings = load_settings(config)
     snapshot = await build_snapshot(settings, ChannelPool(), hmac_key=b"k" * 32)
     p3, p0 = snapshot.capabilities["bench.p3"], snapshot.capabilities["bench.p0"]
@@ -78,12 +84,24 @@ async def measure() -> dict[str, float]:
     metadata = tuple(fixtures.bearer(secret, fixtures.AGENT, "capgate"))
     actor = auth.authenticate(metadata, {}, "ipv4:127.0.0.1:1")
     value = parse_json(fixtures.INPUT_JSON, p3.capability.limits)
-    output = {"refund_id": "rf-1", "order_id": "ord-123456", "amount": 120.5,
-              "status": "REFUND_STATUS_SUCCEEDED", "card_last4": "4242", "capability": "bench.p3"}
+    output = {
+        "refund_id": "rf-1",
+        "order_id": "ord-123456",
+        "amount": 120.5,
+        "status": "REFUND_STATUS_SUCCEEDED",
+        "card_last4": "4242",
+        "capability": "bench.p3",
+    }
 
     def call(prepared: Any = p3) -> Call:
-        c = Call(snapshot=snapshot, surface="agent", actor=actor, capability_id="bench.p3",
-                 raw_input=fixtures.INPUT_JSON, metadata={"x-tenant": fixtures.TENANT})
+        c = Call(
+            snapshot=snapshot,
+            surface="agent",
+            actor=actor,
+            capability_id="bench.p3",
+            raw_input=fixtures.INPUT_JSON,
+            metadata={"x-tenant": fixtures.TENANT},
+        )
         c.prepared, c.input, c.execution_id = prepared, value, uuid.uuid4().hex
         return c
 
@@ -94,36 +112,111 @@ async def measure() -> dict[str, float]:
     signer = ActorTokenSigner(ActorTokenSettings())
     results = {
         "jwt authenticate (cached token)": per_call_us(
-            lambda: auth.authenticate(metadata, {}, "ipv4:127.0.0.1:1")),
+            lambda: auth.authenticate(metadata, {}, "ipv4:127.0.0.1:1")
+        ),
         "execution id (uuid4().hex)": per_call_us(lambda: uuid.uuid4().hex),
         "input parse + limits walk (0.6 KB)": per_call_us(
-            lambda: parse_json(fixtures.INPUT_JSON, p3.capability.limits)),
+            lambda: parse_json(fixtures.INPUT_JSON, p3.capability.limits)
+        ),
         "input schema validation": per_call_us(lambda: p3.input_validator.validate(value)),
         "invocation policies, 3 (request + activation + eval)": per_call_us(
-            policies(p3, Phase.INVOCATION)),
+            policies(p3, Phase.INVOCATION)
+        ),
         "invocation policies, 0 (request + activation)": per_call_us(
-            policies(p0, Phase.INVOCATION)),
+            policies(p0, Phase.INVOCATION)
+        ),
         "execution policies, none apply": per_call_us(policies(p3, Phase.EXECUTION)),
-        "actor token signing (Ed25519, per call)": per_call_us(lambda: signer.sign(
-            actor, upstream="bench", execution_id="e" * 32, capability_id="bench.p3",
-            surface="agent")),
+        "actor token signing (Ed25519, per call)": per_call_us(
+            lambda: signer.sign(
+                actor,
+                upstream="bench",
+                execution_id="e" * 32,
+                capability_id="bench.p3",
+                surface="agent",
+            )
+        ),
         "upstream input serialization (orjson)": per_call_us(lambda: dumps(value)),
         "output limits walk + schema validation": per_call_us(
-            lambda: (_walk(output, p3.capability.limits, 1, "$"),
-                     p3.output_validator.validate(output))),  # type: ignore[union-attr]
+            lambda: (
+                _walk(output, p3.capability.limits, 1, "$"),
+                p3.output_validator.validate(output),
+            )
+        ),  # type: ignore[union-attr]
         "output redaction (1 mask rule, deepcopy)": per_call_us(lambda: p3.redact_output(output)),
         "audit events, 3 built (requested, started, completed)": per_call_us(
-            lambda: [build(n, c, time.time()) for c in (call(),) for n in ("a", "b", "c")]),
+            lambda: [build(n, c, time.time()) for c in (call(),) for n in ("a", "b", "c")]
+        ),
         "16 metric observations": per_call_us(
-            lambda: [metrics.stage_duration.observe(0.0001, ("resolve",)) for _ in range(16)]),
-        "result envelope (build + serialize)": per_call_us(lambda: completed(
-            execution_id="e" * 32, capability_id="bench.p3", attempts=1, duration_s=0.001,
-            output_json=dumps(output).decode(), revision="r" * 16, approval_id=""
-        ).SerializeToString()),
+            lambda: [metrics.stage_duration.observe(0.0001, ("resolve",)) for _ in range(16)]
+        ),
+        "result envelope (build + serialize)": per_call_us(
+            lambda: completed(
+                execution_id="e" * 32,
+                capability_id="bench.p3",
+                attempts=1,
+                duration_s=0.001,
+                output_json=dumps(output).decode(),
+                revision="r" * 16,
+                approval_id="",
+            ).SerializeToString()
+        ),
     }
+    results |= await _pipeline(snapshot, actor, signer)
     results |= await _tracing()
     results |= await _redis(run_dir, snapshot, call)
     return results
+
+
+class _StubUpstream:
+    """Answers at once with the procedure's reply: the pipeline's own cost, without gRPC."""
+
+    full_method = "/capgate.v1.Procedure/Invoke"
+
+    async def __call__(self, input_value: Any, *, timeout: float, metadata: Any = ()) -> Any:  # noqa: ASYNC109
+        return {
+            "refund_id": "rf-1",
+            "order_id": input_value["order_id"],
+            "amount": 120.5,
+            "status": "REFUND_STATUS_SUCCEEDED",
+            "card_last4": "4242",
+        }
+
+
+async def _pipeline(snapshot: Any, actor: Any, signer: Any) -> dict[str, float]:
+    """Stages 2-13 of `bench.p3` end to end (upstream stubbed, audit discarded): the whole
+    in-process pipeline, glue included, per call."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    from gateway import pipeline  # noqa: PLC0415
+
+    caps = dict(snapshot.capabilities)
+    caps["bench.p3"] = replace(caps["bench.p3"], upstream_call=_StubUpstream())
+    stubbed = replace(snapshot, capabilities=caps)
+    rt = Runtime(audit=_Null(), signer=signer)
+
+    async def once() -> None:
+        call = Call(
+            snapshot=stubbed,
+            surface="agent",
+            actor=actor,
+            capability_id="bench.p3",
+            raw_input=fixtures.INPUT_JSON,
+            metadata={"x-tenant": fixtures.TENANT},
+        )
+        result = await pipeline.run(call, rt, pipeline.INVOKE)
+        assert result.WhichOneof("outcome") == "completed", result
+
+    for _ in range(200):
+        await once()
+    n, started, cpu = 0, time.perf_counter(), time.process_time()
+    while time.perf_counter() - started < 1.0:
+        await once()
+        n += 1
+    return {
+        "pipeline stages 2-13, upstream stubbed (CPU)": round(
+            (time.process_time() - cpu) / n * 1e6, 2
+        )
+    }
 
 
 async def _tracing() -> dict[str, float]:
@@ -135,14 +228,16 @@ async def _tracing() -> dict[str, float]:
     tracer = TracerProvider(sampler=ParentBased(ALWAYS_OFF)).get_tracer("bench")
 
     def span() -> None:
-        with tracer.start_as_current_span("x", context=context.Context(),
-                                          kind=trace.SpanKind.SERVER):
+        with tracer.start_as_current_span(
+            "x", context=context.Context(), kind=trace.SpanKind.SERVER
+        ):
             pass
 
     return {
         "unsampled server span (start + end)": per_call_us(span),
         "trace.get_current_span() x10": per_call_us(
-            lambda: [trace.get_current_span() for _ in range(10)]),
+            lambda: [trace.get_current_span() for _ in range(10)]
+        ),
     }
 
 
@@ -162,7 +257,8 @@ async def _redis(run_dir: Path, snapshot: Any, call: Callable[[], Call]) -> dict
                 await sink.write(batch)
                 n += size
             out[f"redis audit XADD, per event (batches of {size})"] = round(
-                (time.perf_counter() - started) / n * 1e6, 2)
+                (time.perf_counter() - started) / n * 1e6, 2
+            )
     finally:
         await redis.aclose()
         server.stop()

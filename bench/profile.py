@@ -2,9 +2,10 @@
 
 Runs the production-shaped gateway in this process under cProfile (upstream, Redis and the load
 generator are separate processes), drives `bench.p3` (3 policies, validation, audit to Redis)
-for a fixed time, and writes bench/out/profile.txt (and the raw profile.pstats): functions ranked by their own time and by
-cumulative time, each as µs per governed call. cProfile inflates pure-Python call overhead; use
-the ranking, and take absolute µs from report.json's per-stage figures (measured unprofiled).
+for a fixed time, and writes bench/out/profile.txt (and the raw profile.pstats): functions
+ranked by their own time and by cumulative time, each as µs per governed call. cProfile inflates
+pure-Python call overhead and counts every resumption of a coroutine as a call; use the ranking,
+and take absolute µs from bench.micro and report.json's per-stage figures (unprofiled).
 
     python -m bench.profile [--seconds 10] [--concurrency 16]
 """

@@ -99,6 +99,10 @@ def build(raw: dict[str, Any]) -> dict[str, Any]:
                 "opa_p50_ms": _fig(sc, "opa", lvl, "p50_ms"),
                 "check_calls_per_s": _fig(sc, "check", lvl, "calls_per_s"),
                 "opa_calls_per_s": _fig(sc, "opa", lvl, "calls_per_s"),
+                "check_server_cpu_us": _fig(sc, "check", lvl, "server_cpu_us"),
+                "opa_server_cpu_us": _fig(sc, "opa", lvl, "server_cpu_us"),
+                "check_client_cpu_us": _fig(sc, "check", lvl, "client_cpu_us"),
+                "opa_client_cpu_us": _fig(sc, "opa", lvl, "client_cpu_us"),
             }
             row = check_vs_opa[str(lvl)]
             row["p50_ratio"] = _ratio(row["check_p50_ms"], row["opa_p50_ms"])
@@ -121,6 +125,13 @@ def build(raw: dict[str, Any]) -> dict[str, Any]:
         "governed_vs_proxy_throughput": thr[thr_level],
         "governed_vs_proxy_throughput_concurrency": thr_level,
         "governed_vs_proxy_throughput_by_concurrency": {str(k): v for k, v in thr.items()},
+        "governed_vs_proxy_cpu_by_concurrency": {
+            str(lvl): _ratio(
+                _fig(sc, "governed_p3", lvl, "server_cpu_us"),
+                _fig(sc, "proxy", lvl, "server_cpu_us"),
+            )
+            for lvl in levels
+        },
         "proxy_vs_direct_throughput": _ratio(
             _fig(sc, "proxy", thr_level, "calls_per_s"),
             _fig(sc, "direct", thr_level, "calls_per_s"),
@@ -179,15 +190,16 @@ def markdown(report: dict[str, Any]) -> str:
         f"Each cell: {s['seconds']:g} s or {s['count']} calls (whichever first) after "
         f"{s['warmup']} warm-up calls, one load-generator process ({s['generator']}).",
         "",
-        "| scenario | in flight | p50 ms | p99 ms | calls/s | p50 vs proxy | calls/s vs proxy |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| scenario | in flight | p50 ms | p99 ms | calls/s | p50 vs proxy | calls/s vs proxy "
+        "| server CPU µs/call | client CPU µs/call |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name in DESCRIPTIONS:
         if name not in sc:
             continue
         for level, row in sc[name]["levels"].items():
             if row.get("failed"):
-                lines.append(f"| {name} | {level} | failed: {row['failed'][:60]} | | | | |")
+                lines.append(f"| {name} | {level} | failed: {row['failed'][:60]} | | | | | | |")
                 continue
             vs_p50 = _ratio(row.get("p50_ms"), _fig(sc, "proxy", int(level), "p50_ms"))
             vs_thr = _ratio(row.get("calls_per_s"), _fig(sc, "proxy", int(level), "calls_per_s"))
@@ -198,7 +210,8 @@ def markdown(report: dict[str, Any]) -> str:
             )
             lines.append(
                 f"| {name}{bad} | {level} | {_cell(row['p50_ms'])} | {_cell(row['p99_ms'])} | "
-                f"{row['calls_per_s']:.0f} | {_cell(vs_p50)} | {_cell(vs_thr)} |"
+                f"{row['calls_per_s']:.0f} | {_cell(vs_p50)} | {_cell(vs_thr)} | "
+                f"{_cell(row.get('server_cpu_us'), 0)} | {_cell(row.get('client_cpu_us'), 0)} |"
             )
     lines += ["", "Scenarios:", ""]
     lines += [f"- `{k}`: {v}" for k, v in DESCRIPTIONS.items() if k in sc]
@@ -224,6 +237,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"- governed / proxy calls/s at {report['governed_vs_proxy_throughput_concurrency']} in "
         f"flight: {_cell(report['governed_vs_proxy_throughput'], 3)} (by concurrency: "
         f"{report['governed_vs_proxy_throughput_by_concurrency']})",
+        f"- gateway / proxy CPU per call (server processes' own CPU time): "
+        f"{report['governed_vs_proxy_cpu_by_concurrency']}",
         f"- proxy / direct calls/s: {_cell(report['proxy_vs_direct_throughput'], 3)}; the proxy "
         f"hop adds {_cell(report['proxy_added_p50_ms'], 3)} ms p50; governance adds "
         f"{_cell(report['governed_added_p50_ms'], 3)} ms p50 on top",

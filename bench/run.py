@@ -13,7 +13,6 @@ DESIGN §11, never asserted.
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import platform
@@ -30,11 +29,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import fixtures, procs, report
+from bench import fixtures, procs, report, scenarios
 from gateway.redis_server import RedisProcess, free_port, redis_binary
 
 OUT = Path(__file__).parent / "out"
-INVOKE = "/capgate.v1.CapabilityGateway/Invoke"
 GENERATOR = "Python grpc.aio + uvloop, one channel (HTTP/2 connection) unless stated"
 OPA_GENERATOR = (
     "same process model: Python asyncio + uvloop; capgate Check over grpc.aio, "
@@ -60,10 +58,6 @@ MODES = {
     "quick": Mode("quick", (1, 16, 64), 1.0, 6_000, 50, 0.5, True, False),
     "tiny": Mode("tiny", (1, 64), 0.5, 30, 3, 0.05, False, False),
 }
-
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
 
 
 class Harness:
@@ -203,7 +197,15 @@ def versions(opa_binary: str | None) -> dict[str, str]:
         cwd=procs.ROOT,
         timeout=30,
     ).stdout
-    out["capgate"] = head.strip() or "unknown"
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=procs.ROOT,
+        timeout=30,
+    ).stdout
+    out["capgate"] = (head.strip() or "unknown") + (" + uncommitted changes" if dirty else "")
     return out
 
 
@@ -220,48 +222,12 @@ def policy_in_process(seconds: float) -> dict[str, Any]:
     }
 
 
-def gateway_scenarios(
-    h: Harness,
-    ports: dict[str, int],
-    local: str,
-    md: list[tuple[str, str]],
-    metrics_url: str,
-    level: int,
-) -> None:
-    target = f"127.0.0.1:{ports['agents']}"
-    for name, cap in (
-        ("governed_p3", "bench.p3"),
-        ("governed_p0", "bench.p0"),
-        ("governed_p10", "bench.p10"),
-    ):
-        h.job(
-            name,
-            level,
-            {
-                "kind": "unary",
-                "target": target,
-                "method": INVOKE,
-                "request": b64(fixtures.invoke_request(cap)),
-                "metadata": md,
-                "check": "invoke",
-                "expect": "completed",
-            },
-            metrics_url=metrics_url,
-        )
-    h.job(
-        "governed_p3_local",
-        level,
-        {
-            "kind": "unary",
-            "target": f"unix:{local}",
-            "method": INVOKE,
-            "request": b64(fixtures.invoke_request("bench.p3")),
-            "metadata": fixtures.local_actor(),
-            "check": "invoke",
-            "expect": "completed",
-        },
-        metrics_url=metrics_url,
-    )
+def _opa_skipped(mode: Mode, binary: str | None) -> str:
+    if not mode.opa:
+        return "tiny mode"
+    if binary is None:
+        return "no opa binary (run `make bench` once: it builds the pinned OPA into .tools/bin)"
+    return ""
 
 
 def run(mode: Mode, out_dir: Path) -> dict[str, Any]:
@@ -273,13 +239,6 @@ def run(mode: Mode, out_dir: Path) -> dict[str, Any]:
             opa_binary = procs.opa_binary(install=mode.install_opa)
         except (subprocess.SubprocessError, OSError) as exc:
             notes.append(f"OPA could not be built: {type(exc).__name__}")
-    opa_skipped = (
-        "tiny mode"
-        if not mode.opa
-        else "no opa binary (run `make bench` once: it builds the pinned OPA into .tools/bin)"
-        if opa_binary is None
-        else ""
-    )
     info = machine()
     started: list[procs.Proc] = []
     redis = RedisProcess(run_dir / "redis").start()
@@ -320,126 +279,36 @@ def run(mode: Mode, out_dir: Path) -> dict[str, Any]:
         px = procs.proxy(run_dir, upstream)
         started.append(px)
         gws = {name: p.wait() for name, p in pending.items()}
-        opa_port = None
+        opa_proc, opa_port = None, None
         if opa_binary is not None:
             opa_proc, opa_port = procs.opa(run_dir, opa_binary, fixtures.HERE / "opa")
             started.append(opa_proc)
         generator = procs.Generator(run_dir)
         h = Harness(mode, generator)
-        md = fixtures.bearer(secret, fixtures.AGENT, "capgate")
-        admin_md = fixtures.bearer(secret, fixtures.APPROVER, "capgate-admin")
-        a_ports = gws["a"].ready["ports"]
-        a_metrics = f"http://127.0.0.1:{prom['a']}/metrics"
-        proc_req = b64(fixtures.procedure_request())
+        targets = scenarios.Targets(
+            upstream=upstream,
+            upstream_pid=up.popen.pid,
+            proxy=f"127.0.0.1:{px.ready['port']}",
+            proxy_pid=px.popen.pid,
+            gateways={
+                name: {
+                    "agents": gw.ready["ports"]["agents"],
+                    "admin": gw.ready["ports"]["admin"],
+                    # With --workers the supervisor only waits: its workers do the work.
+                    "pids": tuple(gw.ready.get("pids", [gw.popen.pid])),
+                    "metrics": f"http://127.0.0.1:{prom[name]}/metrics" if name in prom else None,
+                }
+                for name, gw in gws.items()
+            },
+            local_socket=str(run_dir / "a" / "capgate.sock"),
+            opa_port=opa_port,
+            opa_pid=opa_proc.popen.pid if opa_proc else None,
+            caller_md=fixtures.bearer(secret, fixtures.AGENT, "capgate"),
+            admin_md=fixtures.bearer(secret, fixtures.APPROVER, "capgate-admin"),
+        )
         for level in mode.levels:
-            print(f"{level} in flight", file=sys.stderr, flush=True)
-            h.job(
-                "direct",
-                level,
-                {
-                    "kind": "unary",
-                    "target": upstream,
-                    "method": "/capgate.v1.Procedure/Invoke",
-                    "request": proc_req,
-                    "check": "procedure",
-                },
-            )
-            h.job(
-                "proxy",
-                level,
-                {
-                    "kind": "unary",
-                    "target": f"127.0.0.1:{px.ready['port']}",
-                    "method": "/capgate.v1.Procedure/Invoke",
-                    "request": proc_req,
-                    "check": "procedure",
-                },
-            )
-            gateway_scenarios(h, a_ports, str(run_dir / "a" / "capgate.sock"), md, a_metrics, level)
-            for name, key in (("audit_off_p3", "off"), ("audit_strict_p3", "strict")):
-                h.job(
-                    name,
-                    level,
-                    {
-                        "kind": "unary",
-                        "target": f"127.0.0.1:{gws[key].ready['ports']['agents']}",
-                        "method": INVOKE,
-                        "request": b64(fixtures.invoke_request("bench.p3")),
-                        "metadata": md,
-                        "check": "invoke",
-                        "expect": "completed",
-                    },
-                    metrics_url=f"http://127.0.0.1:{prom[key]}/metrics",
-                )
-            h.job(
-                "check",
-                level,
-                {
-                    "kind": "unary",
-                    "target": f"127.0.0.1:{a_ports['agents']}",
-                    "method": "/capgate.v1.CapabilityGateway/Check",
-                    "request": b64(fixtures.check_request()),
-                    "metadata": md,
-                    "check": "check",
-                    "expect": 1,
-                },
-            )  # DECISION_ALLOW
-            if opa_port is not None:
-                h.job(
-                    "opa",
-                    level,
-                    {
-                        "kind": "http",
-                        "host": "127.0.0.1",
-                        "port": opa_port,
-                        "path": "/v1/data/capgate/bench/decision",
-                        "body": json.dumps({"input": fixtures.opa_input()}),
-                        "expect": '"allow"',
-                    },
-                )
-            h.job(
-                "describe",
-                level,
-                {
-                    "kind": "unary",
-                    "target": f"127.0.0.1:{a_ports['agents']}",
-                    "method": "/capgate.v1.CapabilityGateway/Describe",
-                    "request": b64(fixtures.describe_request()),
-                    "metadata": md,
-                    "check": "describe",
-                    "expect": fixtures.CATALOG_SIZE,
-                },
-            )
-            if level != mode.levels[-1]:  # each flow holds three calls; 64 flows add little
-                h.job(
-                    "approval",
-                    level,
-                    {
-                        "kind": "approval",
-                        "target": f"127.0.0.1:{a_ports['agents']}",
-                        "admin_target": f"127.0.0.1:{a_ports['admin']}",
-                        "request": b64(fixtures.invoke_request("bench.approve")),
-                        "metadata": md,
-                        "admin_metadata": admin_md,
-                    },
-                )
-        top = mode.levels[-1]
-        print(f"workers, {top} in flight over 16 connections", file=sys.stderr, flush=True)
-        for name, key in (("workers_1", "a"), ("workers_2", "w2")):
-            h.job(
-                name,
-                top,
-                {
-                    "kind": "unary",
-                    "target": f"127.0.0.1:{gws[key].ready['ports']['agents']}",
-                    "method": INVOKE,
-                    "request": b64(fixtures.invoke_request("bench.p3")),
-                    "metadata": md,
-                    "check": "invoke",
-                    "expect": "completed",
-                    "channels": 16,
-                },
-            )
+            scenarios.run_level(h.job, targets, level, last=level == mode.levels[-1])
+        scenarios.run_workers(h.job, targets, mode.levels[-1])
         print("policies in-process", file=sys.stderr, flush=True)
         policy = policy_in_process(mode.policy_seconds)
     finally:
@@ -448,15 +317,7 @@ def run(mode: Mode, out_dir: Path) -> dict[str, Any]:
         procs.stop_all(started, timeout_s=3.0)
         redis.stop()
     info["loadavg_after"] = _loadavg()
-    notes += [
-        "Client, gateway, upstream and Redis share the same cores; the load average above is "
-        "the machine's (other work on it shows there).",
-        "Tracing is on but unsampled (OTEL_TRACES_SAMPLER=parentbased_always_off); audit "
-        "events are batched to a Redis stream; Redis runs with appendonly yes, appendfsync "
-        "always (the approval store's durability setting).",
-        "Governed scenarios reuse one JWT per connection: the gateway verifies it once and "
-        "then hits its verified-token cache (DESIGN §11).",
-    ]
+    notes += NOTES
     raw = {
         "mode": mode.name,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -475,7 +336,7 @@ def run(mode: Mode, out_dir: Path) -> dict[str, Any]:
         },
         "stage_us": h.stage_us,
         "policy": policy,
-        "opa_skipped": opa_skipped,
+        "opa_skipped": _opa_skipped(mode, opa_binary),
         "notes": notes,
     }
     result = report.build(raw)
@@ -483,6 +344,19 @@ def run(mode: Mode, out_dir: Path) -> dict[str, Any]:
     (out_dir / "report.json").write_text(json.dumps(result, indent=2) + "\n")
     (out_dir / "report.md").write_text(report.markdown(result))
     return result
+
+
+NOTES = [
+    "Client, gateway, upstream and Redis share the same cores; the load average above is the "
+    "machine's (other work on it shows there). CPU µs per call (server and client columns) "
+    "are the processes' own CPU time divided by the calls, warm-up included: they depend far "
+    "less on that load than latency does.",
+    "Tracing is on but unsampled (OTEL_TRACES_SAMPLER=parentbased_always_off); audit events "
+    "are batched to a Redis stream; Redis runs with appendonly yes, appendfsync always (the "
+    "approval store's durability setting).",
+    "Governed scenarios reuse one JWT per connection: the gateway verifies it once and then "
+    "hits its verified-token cache (DESIGN §11).",
+]
 
 
 def main(argv: list[str] | None = None, *, write: Callable[[str], object] = print) -> int:
