@@ -7,8 +7,8 @@ audit) so that tests can substitute deterministic ones (STYLE principle 5).
 
 from __future__ import annotations
 
+import os
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -50,7 +50,7 @@ class Runtime:
     idempotency: Any = None  # gateway.idempotency.RedisIdempotencyStore | None
     wall: Callable[[], float] = time.time
     monotonic: Callable[[], float] = time.monotonic
-    new_id: Callable[[], str] = field(default=lambda: uuid.uuid4().hex)
+    new_id: Callable[[], str] = field(default=lambda: os.urandom(16).hex())
     sleep: Callable[[float], Awaitable[None]] | None = None
     jitter: Callable[[], float] = field(default=lambda: 1.0)
 

@@ -20,6 +20,7 @@ from gateway.model import Limits
 # text can look like that: inside strings every quote is escaped. Counting these and comparing
 # with the parsed key count detects duplicate keys in C speed (orjson keeps the last silently).
 _KEY_END = re.compile(rb'(?<!\\)(?:\\\\)*"\s*:')
+_KEY_END_PLAIN = re.compile(rb'"\s*:')
 _I64_MIN, _U64_MAX = -(2**63), 2**64 - 1
 
 
@@ -31,42 +32,49 @@ def _too_large(message: str) -> CapabilityError:
     return CapabilityError(Code.INPUT_TOO_LARGE, reason=message)
 
 
-def _walk(value: Any, limits: Limits, depth: int, path: str) -> tuple[int, bool]:
-    """Returns (object keys seen, saw a float that may be an out-of-range integer)."""
-    if depth > limits.max_depth:
-        raise _too_large(f"nesting deeper than {limits.max_depth} at {path}")
+def scan(value: Any, limits: Limits) -> tuple[int, bool]:
+    """Check the limits over a parsed value, without recursion or path building (hot path).
+
+    Returns (object keys seen, saw a float that may be an out-of-range integer). Messages name
+    the limit, never a key or a value: keys are caller data too.
+    """
+    max_depth, max_list, max_str = (
+        limits.max_depth,
+        limits.max_list_length,
+        limits.max_string_length,
+    )
     keys, suspicious = 0, False
-    if isinstance(value, dict):
-        keys += len(value)
-        for k, v in value.items():
-            if len(k) > limits.max_string_length:
-                raise _too_large(f"key longer than {limits.max_string_length} characters at {path}")
-            if isinstance(v, dict | list):
-                n, s = _walk(v, limits, depth + 1, f"{path}.{k}")
-                keys, suspicious = keys + n, suspicious or s
-            elif isinstance(v, str):
-                if len(v) > limits.max_string_length:
-                    raise _too_large(f"string longer than {limits.max_string_length} at {path}.{k}")
-            elif isinstance(v, float) and abs(v) >= 9.2e18:
-                suspicious = True
-    elif isinstance(value, list):
-        if len(value) > limits.max_list_length:
-            raise _too_large(f"list longer than {limits.max_list_length} at {path}")
-        for i, v in enumerate(value):
-            if isinstance(v, dict | list):
-                n, s = _walk(v, limits, depth + 1, f"{path}[{i}]")
-                keys, suspicious = keys + n, suspicious or s
-            elif isinstance(v, str):
-                if len(v) > limits.max_string_length:
-                    raise _too_large(
-                        f"string longer than {limits.max_string_length} at {path}[{i}]"
-                    )
-            elif isinstance(v, float) and abs(v) >= 9.2e18:
-                suspicious = True
-    elif isinstance(value, str) and len(value) > limits.max_string_length:
-        raise _too_large(f"string longer than {limits.max_string_length}")
-    elif isinstance(value, float) and abs(value) >= 9.2e18:
-        suspicious = True
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        kind = type(node)
+        if kind is dict or kind is list:
+            if depth > max_depth:
+                raise _too_large(f"nesting deeper than {max_depth}")
+            if kind is dict:
+                keys += len(node)
+                children = node.values()
+                for k in node:
+                    if len(k) > max_str:
+                        raise _too_large(f"a key longer than {max_str} characters")
+            else:
+                if len(node) > max_list:
+                    raise _too_large(f"a list longer than {max_list}")
+                children = node
+            for child in children:
+                t = type(child)
+                if t is dict or t is list:
+                    stack.append((child, depth + 1))
+                elif t is str:
+                    if len(child) > max_str:
+                        raise _too_large(f"a string longer than {max_str}")
+                elif t is float and (child >= 9.2e18 or child <= -9.2e18):
+                    suspicious = True
+        elif kind is str:
+            if len(node) > max_str:
+                raise _too_large(f"a string longer than {max_str}")
+        elif kind is float and (node >= 9.2e18 or node <= -9.2e18):
+            suspicious = True
     return keys, suspicious
 
 
@@ -90,8 +98,10 @@ def parse_json(raw: bytes, limits: Limits, *, what: str = "input") -> Any:
         if "infinity" in str(exc):
             reason = "number out of range"
         raise _invalid("$", f"{what} is {reason}" if reason.startswith("not") else reason) from None
-    keys, suspicious = _walk(value, limits, 1, "$")
-    if keys and keys != len(_KEY_END.findall(raw)):
+    keys, suspicious = scan(value, limits)
+    # Without a backslash no quote can be escaped, so a plain pattern counts the keys.
+    key_ends = _KEY_END if b"\\" in raw else _KEY_END_PLAIN
+    if keys and keys != len(key_ends.findall(raw)):
         raise _invalid("$", "duplicate object key")
     if suspicious:
         # Rare path: orjson turned an integer beyond 64 bits into a float. Re-parse exactly.

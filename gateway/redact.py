@@ -66,10 +66,12 @@ class Redactor:
     def __bool__(self) -> bool:
         return bool(self._rules)
 
-    def apply(self, value: Any) -> Any:
+    def apply(self, value: Any, *, in_place: bool = False) -> Any:
+        """The redacted value. `in_place` skips the copy when the caller owns `value` (a fresh
+        upstream output); approval views must copy, the stored input is hashed again later."""
         if not self._rules:
             return value
-        out = copy.deepcopy(value)
+        out = value if in_place else copy.deepcopy(value)
         for rule in self._rules:
             self._walk(out, rule.parts, rule.action)
         return out

@@ -4,6 +4,7 @@ compiled policy set. A reload builds a new one off the request path and swaps it
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -133,7 +134,7 @@ async def _prepare(
         capability=cap,
         input_validator=SchemaValidator(input_schema),
         output_validator=SchemaValidator(cap.output_schema) if cap.output_schema else None,
-        redact_output=output_redactor.apply,
+        redact_output=functools.partial(output_redactor.apply, in_place=True),
         approval_redactor=Redactor(cap.redact.approval_input, hmac_key=hmac_key, key_id=key_id),
         upstream_call=call,
         output_expr=OutputExpr(cap.redact.output_expr) if cap.redact.output_expr else None,

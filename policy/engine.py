@@ -70,6 +70,17 @@ class PolicySet:
         """Every rule of the set, in load order."""
         return [(p.name, r.index, p.path, r.line) for p in self._policies for r in p.rules]
 
+    def applies(
+        self, phase: Phase, capability: Mapping[str, Any], capability_policies: tuple[str, ...]
+    ) -> bool:
+        """Whether any policy could take a stance for this capability in `phase` (cached).
+
+        Callers use it to skip building a request when nothing applies; `evaluate_all` on such
+        a request would return an allow with no stances.
+        """
+        phase = Phase(phase)
+        return bool(self._select(phase, capability) or self._listed(phase, capability_policies))
+
     def evaluate_all(self, phase: Phase, req: EvalRequest) -> Evaluation:
         """Evaluate every applicable policy for `req` in `phase` and combine the stances."""
         started = perf_counter()

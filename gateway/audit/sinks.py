@@ -62,8 +62,19 @@ class StreamSink:
             self._stream.close()
 
 
+# One script call per batch: redis-py spends ~200 µs of client CPU per round trip and ~27 µs per
+# pipelined XADD, a script with every event as an argument ~5 µs per event (measured in bench/).
+# It touches one key, so it is Redis-Cluster safe.
+_XADD_BATCH = """
+for i = 2, #ARGV do
+  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'e', ARGV[i])
+end
+return #ARGV - 1
+"""
+
+
 class RedisStreamSink:
-    """XADD to a capped Redis stream (`MAXLEN ~`), pipelined per batch. Each entry has one
+    """XADD to a capped Redis stream (`MAXLEN ~`), one script call per batch. Each entry has one
     field, `e`, holding the event as JSON; consumer groups read it (`capgate audit tail
     --group`) and stream ids order it in time (`capgate audit query --since`)."""
 
@@ -73,12 +84,12 @@ class RedisStreamSink:
         self._redis = redis
         self._stream = stream
         self._maxlen = maxlen
+        self._script = redis.register_script(_XADD_BATCH)
 
     async def write(self, events: Sequence[dict[str, Any]]) -> None:
-        pipe = self._redis.pipeline(transaction=False)
-        for e in events:
-            pipe.xadd(self._stream, {"e": orjson.dumps(e)}, maxlen=self._maxlen, approximate=True)
-        await pipe.execute()
+        await self._script(
+            keys=[self._stream], args=[self._maxlen, *(orjson.dumps(e) for e in events)]
+        )
 
 
 class MemorySink:

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from gateway.call import Call, Runtime
 from gateway.errors import CapabilityError, Code
-from gateway.jsonvalue import _walk
+from gateway.jsonvalue import scan
 
 
 async def validate_output(call: Call, rt: Runtime) -> None:
     assert call.prepared is not None
     try:
-        _walk(call.output, call.prepared.capability.limits, 1, "$")
+        scan(call.output, call.prepared.capability.limits)
     except CapabilityError:
         raise CapabilityError(
             Code.OUTPUT_INVALID, executed=True, reason="output over limits"

@@ -67,6 +67,12 @@ def _enforce(call: Call, rt: Runtime, ev: Evaluation, *, allow_approval: bool) -
 
 
 async def evaluate_invocation_policies(call: Call, rt: Runtime) -> None:
+    prepared = call.prepared
+    assert prepared is not None
+    if not call.snapshot.policies.applies(
+        Phase.INVOCATION, prepared.policy_value, prepared.capability.policies
+    ):
+        return  # nothing applies: the decision is allow, exposure being the default gate (SI-1)
     ev = _evaluate(call, Phase.INVOCATION, eval_request(call, rt, with_input=True))
     call.evaluation = ev
     _enforce(call, rt, ev, allow_approval=True)
@@ -81,6 +87,12 @@ async def reevaluate_invocation_policies(call: Call, rt: Runtime) -> None:
 
 
 async def evaluate_execution_policies(call: Call, rt: Runtime) -> None:
+    prepared = call.prepared
+    assert prepared is not None
+    if not call.snapshot.policies.applies(
+        Phase.EXECUTION, prepared.policy_value, prepared.capability.policies
+    ):
+        return  # most capabilities have no execution-phase policy: skip building the request
     approval = None
     record = call.approval
     if record is not None and record.decided_by is not None:

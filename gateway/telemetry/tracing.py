@@ -46,6 +46,9 @@ _W3C: Final = ("traceparent", "tracestate")
 @dataclass
 class _State:
     tracer: trace.Tracer | None = None
+    # True when the root sampler never samples (parentbased_always_off): then an RPC without a
+    # sampled caller context gets no SDK span at all (measured ≈ 65 µs per RPC otherwise).
+    roots_off: bool = False
 
 
 _state = _State()
@@ -68,7 +71,7 @@ def root_span(name: str, attributes: Attributes = None) -> AbstractContextManage
     if tracer is None:
         return _NULL
     parent = trace.get_current_span()
-    if not parent.is_recording() and parent.get_span_context().is_valid:
+    if not parent.is_recording() and (parent.get_span_context().is_valid or _state.roots_off):
         return _NULL
     return tracer.start_as_current_span(
         name, attributes=attributes, record_exception=False, set_status_on_exception=False
@@ -96,6 +99,13 @@ def server_span(name: str, parent: Context, attributes: Attributes) -> AbstractC
     """The SERVER span of one RPC, continuing `parent` (the caller's extracted context)."""
     tracer = _state.tracer
     if tracer is None:
+        return _NULL
+    caller = trace.get_current_span(parent).get_span_context()
+    if caller.is_valid and not caller.trace_flags.sampled:
+        # Parent-based sampling would drop it: skip the SDK span, keep the caller's context
+        # current so nothing below samples and its traceparent goes upstream unchanged.
+        return trace.use_span(trace.NonRecordingSpan(caller), end_on_exit=False)
+    if not caller.is_valid and _state.roots_off:
         return _NULL
     return tracer.start_as_current_span(
         name,
@@ -165,7 +175,9 @@ def resource(environ: Mapping[str, str] = os.environ) -> Resource:
 
 
 def build_provider(processors: list[SpanProcessor]) -> TracerProvider:
-    provider = TracerProvider(sampler=sampler_from_env(), resource=resource())
+    sampler = sampler_from_env()
+    _state.roots_off = sampler.get_description() == ParentBased(ALWAYS_OFF).get_description()
+    provider = TracerProvider(sampler=sampler, resource=resource())
     for processor in processors:
         provider.add_span_processor(processor)
     return provider
