@@ -45,7 +45,7 @@ test-python: venv helm
 
 # `make test`: the generated-code checks, then one shared gateway, upstream and Redis
 # (scripts/stack.py) for the Python suite's client tests and the Go, Java and TypeScript suites.
-test: gen-check venv helm
+test: gen-check lint venv helm
 	$(PY) scripts/stack.py start
 	status=0; \
 	$(MAKE) test-python || status=1; \

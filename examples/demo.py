@@ -375,9 +375,7 @@ async def main() -> int:
                 f"  MCP credential (alice, Authorization: Bearer): "
                 f"{demo.token('alice', ['agent'], mcp_url, 3600)}"
             )
-            print(
-                f"  caller credential (alice): {demo.token('alice', ['agent'], lifetime=3600)}"
-            )
+            print(f"  caller credential (alice): {demo.token('alice', ['agent'], lifetime=3600)}")
             print(
                 "  approver credential (bob, admin listener): "
                 f"{demo.token('bob', ['manager', 'approver'], 'capgate-admin', 3600)}"

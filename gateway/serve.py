@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gateway import workers
+from gateway.approvals.store import RedisApprovalStore
 from gateway.audit.approvals import ApprovalAudit
 from gateway.audit.otlp import OtlpLogSink
 from gateway.audit.sinks import AuditLog, RedisStreamSink, Sink, StreamSink
@@ -24,8 +25,10 @@ from gateway.auth.actor_token import ActorTokenSigner
 from gateway.call import Runtime
 from gateway.config.loader import ConfigError, load_settings
 from gateway.config.watch import ConfigWatcher
+from gateway.idempotency import RedisIdempotencyStore
 from gateway.notify.sink import WebhookNotifier, snapshot_facts
 from gateway.redis_server import RedisProcess
+from gateway.redisconn import connect
 from gateway.server import READY_SERVICE, REDIS_SERVICE, Servers, start_listeners
 from gateway.settings import Settings
 from gateway.snapshot import SnapshotHolder, build_snapshot
@@ -40,8 +43,11 @@ log = logging.getLogger("capgate")
 
 
 def _needs_redis(settings: Settings) -> bool:
-    return (settings.approvals.enabled or settings.idempotency.enabled
-            or "redis" in settings.audit.sinks)
+    return (
+        settings.approvals.enabled
+        or settings.idempotency.enabled
+        or "redis" in settings.audit.sinks
+    )
 
 
 @dataclass
@@ -65,7 +71,8 @@ class Gateway:
         return ports | {item.listener.name: item.port for item in self.mcp}
 
     async def reload(self, settings: Settings) -> None:
-        """Build a new snapshot off the request path and swap it atomically; keep the old on error."""
+        """Build a new snapshot off the request path and swap it atomically; keep the old one
+        on error."""
         try:
             snapshot = await build_snapshot(settings, self.pool, hmac_key=self._hmac_key())
         except Exception as exc:
@@ -115,20 +122,22 @@ async def _redis_health(gw: Gateway) -> None:
         await asyncio.sleep(2.0)
 
 
-async def start(settings: Settings, *, extra_sinks: Sequence[Sink] = (),
-                span_processors: Sequence[SpanProcessor] = (), reuse_port: bool = False) -> Gateway:
+async def start(
+    settings: Settings,
+    *,
+    extra_sinks: Sequence[Sink] = (),
+    span_processors: Sequence[SpanProcessor] = (),
+    reuse_port: bool = False,
+) -> Gateway:
     """Start everything `capgate serve` runs; `extra_sinks` and `span_processors` let tests
     and embedders receive audit events and spans in-process."""
-    from gateway.approvals.store import RedisApprovalStore
-    from gateway.idempotency import RedisIdempotencyStore
-    from gateway.redisconn import connect
-
     redis = process = None
     if _needs_redis(settings):
         redis_settings = settings.redis
         if redis_settings.url is None:
             # The embedded default: a private real redis-server with its data in a local dir.
-            process = RedisProcess(Path(redis_settings.data_dir).resolve() / "redis").start()
+            data = Path(redis_settings.data_dir).resolve() / "redis"  # noqa: ASYNC240 - startup
+            process = RedisProcess(data).start()
             redis_settings = replace(redis_settings, url=process.url)
         redis = connect(redis_settings)
     sinks: list[Sink] = list(extra_sinks)
@@ -142,7 +151,9 @@ async def start(settings: Settings, *, extra_sinks: Sequence[Sink] = (),
         elif name == "file" and settings.audit.file:
             sinks.append(StreamSink.to_file(settings.audit.file))
         elif name == "redis" and redis is not None:
-            sinks.append(RedisStreamSink(redis, settings.audit.redis_stream, settings.audit.redis_maxlen))
+            sinks.append(
+                RedisStreamSink(redis, settings.audit.redis_stream, settings.audit.redis_maxlen)
+            )
         elif name == "otlp":
             sinks.append(OtlpLogSink())
     audit = AuditLog(sinks, buffer=settings.audit.buffer)
@@ -153,25 +164,39 @@ async def start(settings: Settings, *, extra_sinks: Sequence[Sink] = (),
     prefix = settings.redis.key_prefix
     if redis is not None and settings.approvals.enabled:
         # Decisions and expiries reach the audit trail from the process that made them.
-        on_transition = ApprovalAudit(audit, revision=lambda: holder.current.revision,
-                                      clock=runtime.wall)
-        runtime.approvals = RedisApprovalStore(redis, prefix=prefix, settings=settings.approvals,
-                                               clock=runtime.wall, on_transition=on_transition)
+        on_transition = ApprovalAudit(
+            audit, revision=lambda: holder.current.revision, clock=runtime.wall
+        )
+        runtime.approvals = RedisApprovalStore(
+            redis,
+            prefix=prefix,
+            settings=settings.approvals,
+            clock=runtime.wall,
+            on_transition=on_transition,
+        )
     if redis is not None and settings.idempotency.enabled:
-        runtime.idempotency = RedisIdempotencyStore(redis, prefix=prefix,
-                                                    ttl_s=settings.idempotency.ttl_s, clock=runtime.wall)
+        runtime.idempotency = RedisIdempotencyStore(
+            redis, prefix=prefix, ttl_s=settings.idempotency.ttl_s, clock=runtime.wall
+        )
     pool = ChannelPool()
     snapshot = await build_snapshot(settings, pool, hmac_key=settings.audit.hmac_key.encode())
     holder = SnapshotHolder(snapshot)
     if notifier is not None:
         notifier.bind(snapshot_facts(lambda: holder.current))
-    max_bytes = max([c.limits.max_bytes for c in settings.capabilities] + [settings.defaults.limits.max_bytes])
+    max_bytes = max(
+        [c.limits.max_bytes for c in settings.capabilities] + [settings.defaults.limits.max_bytes]
+    )
     telemetry = start_telemetry(settings.telemetry, span_processors=span_processors)
     grpc_listeners = tuple(x for x in settings.listeners if x.protocol == "grpc")
     try:
-        servers = await start_listeners(grpc_listeners, lambda: holder.current, runtime,
-                                        max_message_bytes=max_bytes + 64 * 1024,
-                                        traced=telemetry.traced(), reuse_port=reuse_port)
+        servers = await start_listeners(
+            grpc_listeners,
+            lambda: holder.current,
+            runtime,
+            max_message_bytes=max_bytes + 64 * 1024,
+            traced=telemetry.traced(),
+            reuse_port=reuse_port,
+        )
     except BaseException:
         await telemetry.close()  # the previous tracer back, the metrics port free
         raise
@@ -199,24 +224,36 @@ async def _serve(args: argparse.Namespace) -> int:
         print(f"capgate: invalid config, not starting:\n{exc}", file=sys.stderr)
         return 2
     if args.jwks_out:
-        settings = replace(settings, actor_token=replace(settings.actor_token, jwks_out=args.jwks_out))
+        settings = replace(
+            settings, actor_token=replace(settings.actor_token, jwks_out=args.jwks_out)
+        )
     if args.worker_index is not None:  # one of `--workers N` (gateway/workers.py, ADR 0012)
         ports = workers.parse_ports(args.worker_ports)
         settings = workers.worker_settings(settings, args.worker_index, ports, args.actor_key_file)
     gw = await start(settings, reuse_port=args.worker_index is not None)
     loop = asyncio.get_running_loop()
     if args.watch:
+
         def on_change(new: Settings) -> None:
             loop.call_soon_threadsafe(lambda: loop.create_task(gw.reload(new)))
 
         def on_error(exc: BaseException) -> None:
-            log.error("config change refused, keeping revision %s: %s", gw.holder.current.revision, exc)
+            log.error(
+                "config change refused, keeping revision %s: %s", gw.holder.current.revision, exc
+            )
 
-        gw.watcher = ConfigWatcher(args.config, on_change=on_change, on_error=on_error,
-                                   interval_s=args.watch_interval, initial=settings)
+        gw.watcher = ConfigWatcher(
+            args.config,
+            on_change=on_change,
+            on_error=on_error,
+            interval_s=args.watch_interval,
+            initial=settings,
+        )
         gw.watcher.start()
     if args.ready_file:
-        Path(args.ready_file).write_text(json.dumps({"ports": gw.ports(), "revision": gw.holder.current.revision}))
+        Path(args.ready_file).write_text(  # noqa: ASYNC240 - once, at startup
+            json.dumps({"ports": gw.ports(), "revision": gw.holder.current.revision})
+        )
     log.info("capgate ready: %s", gw.ports())
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -236,19 +273,26 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--grace", type=float, default=5.0, help="drain time on shutdown (s)")
     parser.add_argument("--jwks-out", help="write the actor-token JWKS here (overrides config)")
     parser.add_argument("--log-level", default="INFO")
-    parser.add_argument("--workers", type=int, default=1,
-                        help="processes sharing the TCP listener ports (SO_REUSEPORT)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes sharing the TCP listener ports (SO_REUSEPORT)",
+    )
     # Set by the `--workers` supervisor for each worker it starts (gateway/workers.py).
     parser.add_argument("--worker-index", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--worker-ports", default="", help=argparse.SUPPRESS)
     parser.add_argument("--actor-key-file", help=argparse.SUPPRESS)
     args = parser.parse_args(list(argv))
-    logging.basicConfig(level=args.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=args.log_level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
     if args.workers != 1 and args.worker_index is None:
         return workers.supervise(args)
     try:
-        import uvloop
+        import uvloop  # noqa: PLC0415 - optional speed-up, absent on some platforms
 
         return uvloop.run(_serve(args))
     except ImportError:

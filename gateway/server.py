@@ -54,8 +54,11 @@ class Servers:
     items: list[ListenerServer] = field(default_factory=list)
 
     def set_serving(self, service: str, serving: bool) -> None:
-        status = (health_pb2.HealthCheckResponse.SERVING if serving
-                  else health_pb2.HealthCheckResponse.NOT_SERVING)
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if serving
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
         for item in self.items:
             item.health.set(service, status)
 
@@ -76,8 +79,11 @@ def _bind(server: grpc.aio.Server, listener: Listener) -> int:
         if path.exists():
             path.unlink()
         address = f"unix:{path}"
-    port = (server.add_secure_port(address, creds) if creds is not None
-            else server.add_insecure_port(address))
+    port = (
+        server.add_secure_port(address, creds)
+        if creds is not None
+        else server.add_insecure_port(address)
+    )
     return int(port)
 
 
@@ -99,27 +105,37 @@ def build_listener(
     # A SERVER span per RPC when tracing is on (gateway.telemetry.servicers).
     span = traced or (lambda servicer, _service: servicer)
     stage1 = Stage1(listener, build_authenticator(listener))
-    services = [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-                reflection.SERVICE_NAME]
+    services = [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME]
     if listener.role == "admin":
-        admin_names = [admin_pb2.DESCRIPTOR.services_by_name[n].full_name
-                       for n in ("ApprovalAdmin", "PolicyAdmin")]
+        admin_names = [
+            admin_pb2.DESCRIPTOR.services_by_name[n].full_name
+            for n in ("ApprovalAdmin", "PolicyAdmin")
+        ]
         admin_pb2_grpc.add_ApprovalAdminServicer_to_server(
-            span(ApprovalAdminServicer(
-                runtime.approvals, authenticate=stage1.actor, listener=listener,
-                view=lambda record: to_proto(
-                    record, include_input=True,
-                    redactor=snapshot().approval_redactor(record.capability_id)),
-            ), admin_names[0]),
+            span(
+                ApprovalAdminServicer(
+                    runtime.approvals,
+                    authenticate=stage1.actor,
+                    listener=listener,
+                    view=lambda record: to_proto(
+                        record,
+                        include_input=True,
+                        redactor=snapshot().approval_redactor(record.capability_id),
+                    ),
+                ),
+                admin_names[0],
+            ),
             server,
         )
         admin_pb2_grpc.add_PolicyAdminServicer_to_server(
-            span(PolicyAdminServicer(stage1, snapshot, runtime), admin_names[1]), server)
+            span(PolicyAdminServicer(stage1, snapshot, runtime), admin_names[1]), server
+        )
         services += admin_names
     else:
         name = gateway_pb2.DESCRIPTOR.services_by_name["CapabilityGateway"].full_name
         gateway_pb2_grpc.add_CapabilityGatewayServicer_to_server(
-            span(CapabilityGatewayServicer(stage1, snapshot, runtime), name), server)
+            span(CapabilityGatewayServicer(stage1, snapshot, runtime), name), server
+        )
         services.append(name)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -141,12 +157,23 @@ async def start_listeners(
 ) -> Servers:
     servers = Servers()
     for listener in listeners:
-        item = build_listener(listener, snapshot, runtime, max_message_bytes=max_message_bytes,
-                              traced=traced, reuse_port=reuse_port)
+        item = build_listener(
+            listener,
+            snapshot,
+            runtime,
+            max_message_bytes=max_message_bytes,
+            traced=traced,
+            reuse_port=reuse_port,
+        )
         await item.server.start()
         if listener.address.startswith("unix://"):
             os.chmod(listener.address.removeprefix("unix://"), listener.socket_mode)
         servers.items.append(item)
-        log.info("listener %s (%s, surface %s) on %s", listener.name, listener.role,
-                 listener.surface, listener.address if not item.port else f"port {item.port}")
+        log.info(
+            "listener %s (%s, surface %s) on %s",
+            listener.name,
+            listener.role,
+            listener.surface,
+            listener.address if not item.port else f"port {item.port}",
+        )
     return servers

@@ -176,7 +176,8 @@ def resource(environ: Mapping[str, str] = os.environ) -> Resource:
 
 def build_provider(processors: list[SpanProcessor]) -> TracerProvider:
     sampler = sampler_from_env()
-    _state.roots_off = sampler.get_description() == ParentBased(ALWAYS_OFF).get_description()
+    off = ParentBased(ALWAYS_OFF).get_description()  # type: ignore[no-untyped-call]
+    _state.roots_off = sampler.get_description() == off
     provider = TracerProvider(sampler=sampler, resource=resource())
     for processor in processors:
         provider.add_span_processor(processor)
