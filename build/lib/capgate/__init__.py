@@ -1,1 +1,0 @@
-"""Generated from proto/ by scripts/gen_python.py; do not edit."""
