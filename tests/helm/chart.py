@@ -41,11 +41,20 @@ def pinned_version() -> str:
     return match.group(1)
 
 
+def _install_dir() -> Path:
+    """Where scripts/helm.sh installs helm (the same defaults, outside the clone)."""
+    explicit = os.environ.get("CAPGATE_TOOLS_BIN")
+    if explicit:
+        return Path(explicit)
+    cache_home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache_home) / "capgate" / "bin"
+
+
 @cache
 def helm_binary() -> str:
     """Path of the pinned helm; fails the calling test with the install command when absent."""
     override = os.environ.get("CAPGATE_HELM")
-    path = Path(override) if override else ROOT / ".tools" / "bin" / "helm"
+    path = Path(override) if override else _install_dir() / "helm"
     if not (path.is_file() and os.access(path, os.X_OK)):
         pytest.fail(
             f"helm is not installed at {path}. Install the pinned version with "
