@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hmac
 import re
-from datetime import UTC, datetime
+import time
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
@@ -111,8 +111,17 @@ def stances(call: Call) -> list[dict[str, Any]]:
     ]
 
 
+_SECOND: list[Any] = [-1, ""]  # the last formatted second: events of one second share it
+
+
 def _time(now: float) -> str:
-    return datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds")
+    """RFC 3339 UTC with milliseconds, as `isoformat(timespec="milliseconds")` writes it, at a
+    fifth of its cost (three events a call)."""
+    second = int(now)
+    if second != _SECOND[0]:
+        _SECOND[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        _SECOND[0] = second
+    return f"{_SECOND[1]}.{int((now - second) * 1000):03d}+00:00"
 
 
 def build(name: str, call: Call, now: float, **fields: Any) -> dict[str, Any]:

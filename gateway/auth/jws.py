@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias, cast
 
+import orjson
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.backends.openssl.backend import backend as openssl_backend
@@ -79,8 +80,10 @@ def loads_object(data: bytes) -> dict[str, Any]:
 
 
 def dumps_compact(value: dict[str, Any]) -> bytes:
-    """Sorted, compact JSON: the same claims always encode to the same bytes."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    """Sorted, compact JSON: the same claims always encode to the same bytes (orjson: the same
+    bytes as `json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False)` for claim
+    values, without its ~18 µs per token)."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ VECTORS = json.loads((ROOT / "tests/vectors/actor_token/vectors.json").read_text
 STACK_PATH = Path(os.environ.get("CAPGATE_STACK") or ROOT / ".run" / "stack.json")
 NO_STACK = (
     f"no shared stack at {STACK_PATH}: run `python scripts/stack.py start` "
-    "(or `make test-clients`) first"
+    "(`make test` does)"
 )
 
 

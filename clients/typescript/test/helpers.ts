@@ -28,4 +28,4 @@ export function loadStack(): Stack | undefined {
 
 export const skipWithoutStack = existsSync(stackPath)
   ? false
-  : `no shared stack at ${stackPath}: run \`python scripts/stack.py start\` (or \`make test-clients\`) first`;
+  : `no shared stack at ${stackPath}: run \`python scripts/stack.py start\` (\`make test\` does)`;
