@@ -205,3 +205,46 @@ async def test_without_an_approval_store_the_gate_answers_unavailable(env: Env) 
         assert code(await env.resume("anything")) == "APPROVAL_NOT_FOUND"
     finally:
         env.gw.runtime.approvals = store
+
+
+async def _reload_with(env: Env, change: Any) -> Any:
+    """Swap in a snapshot whose capabilities are `change(capabilities)`; returns the old settings."""
+    old = env.gw.settings
+    await env.gw.reload(dataclasses.replace(old, capabilities=tuple(change(old.capabilities))))
+    return old
+
+
+async def test_a_capability_removed_since_approval_is_not_executed(env: Env) -> None:
+    approval = await request_approval(env)
+    await decide(env, approval)
+    old = await _reload_with(env, lambda caps: [c for c in caps if c.id != "orders.refund"])
+    try:
+        await env.reset_upstream()
+        result = await env.resume(approval.id)
+        assert code(result) == "CAPABILITY_NOT_FOUND"
+        assert await env.upstream_calls() == 0
+    finally:
+        await env.gw.reload(old)
+    # Restored: the approval was never consumed by the refused attempt and still runs once.
+    assert (await env.resume(approval.id)).WhichOneof("outcome") == "completed"
+
+
+async def test_an_anonymous_actor_cannot_request_an_approval(env: Env) -> None:
+    def gated(caps: Any) -> list[Any]:
+        return [
+            dataclasses.replace(c, approval=dataclasses.replace(c.approval, required=True))
+            if c.id == "orders.get"
+            else c
+            for c in caps
+        ]
+
+    old = await _reload_with(env, gated)
+    try:
+        await env.reset_upstream()
+        result = await env.invoke(
+            "orders.get", {"order_id": "o-1001"}, actor=None, listener="local"
+        )
+        assert code(result) == "UNAUTHENTICATED"
+        assert await env.upstream_calls() == 0
+    finally:
+        await env.gw.reload(old)
