@@ -208,7 +208,7 @@ async def test_without_an_approval_store_the_gate_answers_unavailable(env: Env) 
 
 
 async def _reload_with(env: Env, change: Any) -> Any:
-    """Swap in a snapshot whose capabilities are `change(capabilities)`; returns the old settings."""
+    """Swap in a snapshot with `change(capabilities)`; returns the old settings."""
     old = env.gw.settings
     await env.gw.reload(dataclasses.replace(old, capabilities=tuple(change(old.capabilities))))
     return old
