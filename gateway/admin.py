@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import grpc
+
 from capgate.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
 from gateway import discovery
 from gateway.call import Runtime
 from gateway.model import Actor
 from gateway.servicer import Stage1
 from gateway.snapshot import Snapshot
+from policy import Phase
 
 
 class PolicyAdminServicer(admin_pb2_grpc.PolicyAdminServicer):  # type: ignore[misc]  # generated base is untyped
@@ -30,6 +33,21 @@ class PolicyAdminServicer(admin_pb2_grpc.PolicyAdminServicer):  # type: ignore[m
             issuer=a.issuer,
             roles=tuple(a.roles),
         )
+        phase = request.phase or "invocation"
+        if phase not in ("invocation", "discovery", "execution"):
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, "phase must be invocation, discovery or execution"
+            )
+        if phase != "invocation":
+            return await discovery.explain_phase(
+                self._snapshot(),
+                self._rt,
+                phase=Phase(phase),
+                surface=request.surface or "direct",
+                actor=actor,
+                capability_id=request.capability_id,
+                input_json=request.input_json,
+            )
         return await discovery.check(
             self._snapshot(),
             self._rt,

@@ -8,6 +8,7 @@ events; full stances only for the admin `Explain`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from capgate.v1 import gateway_pb2, types_pb2
@@ -21,7 +22,7 @@ from gateway.stages.exposure import check_exposure
 from gateway.stages.policies import evaluate_invocation_policies
 from gateway.stages.resolve import resolve_capability
 from gateway.stages.validate import validate_input
-from policy import Decision, EvalRequest, Phase
+from policy import Decision, EvalRequest, Phase, Stance
 
 _DECISIONS = {
     Decision.ALLOW: types_pb2.DECISION_ALLOW,
@@ -123,15 +124,63 @@ async def check(
         if call.requirement is not None:
             response.approval_reasons.extend(call.requirement.reasons)
     if full and call.evaluation is not None:
-        for s in call.evaluation.stances:
-            response.stances.add(
-                policy=s.policy,
-                mode=s.mode,
-                effect=_DECISIONS[s.effect]
-                if s.effect is not None
-                else types_pb2.DECISION_UNSPECIFIED,
-                rule=-1 if s.rule is None else s.rule,
-                message=s.message or "",
-                error=s.error or "",
-            )
+        _add_stances(response, call.evaluation.stances)
+    return response
+
+
+def _add_stances(response: gateway_pb2.CheckResponse, stances: Sequence[Stance]) -> None:
+    for s in stances:
+        response.stances.add(
+            policy=s.policy,
+            mode=s.mode,
+            effect=_DECISIONS[s.effect] if s.effect is not None else types_pb2.DECISION_UNSPECIFIED,
+            rule=-1 if s.rule is None else s.rule,
+            message=s.message or "",
+            error=s.error or "",
+        )
+
+
+async def explain_phase(
+    snapshot: Snapshot,
+    rt: Runtime,
+    *,
+    phase: Phase,
+    surface: str,
+    actor: Actor,
+    capability_id: str,
+    input_json: bytes,
+) -> gateway_pb2.CheckResponse:
+    """Admin `Explain` for the discovery or execution phase: every stance of that phase's
+    policies (discovery without input, execution with the validated input and no approval)."""
+    call = Call(
+        snapshot=snapshot,
+        surface=surface,
+        actor=actor,
+        capability_id=capability_id,
+        raw_input=input_json,
+    )
+    response = gateway_pb2.CheckResponse(revision=snapshot.revision)
+    try:
+        await resolve_capability(call, rt)
+        if phase is Phase.EXECUTION:
+            await validate_input(call, rt)
+    except CapabilityError as err:
+        response.error.CopyFrom(error_proto(err, types_pb2.EXECUTION_STATE_NOT_STARTED))
+        return response
+    assert call.prepared is not None
+    ev = snapshot.policies.evaluate_all(
+        phase,
+        EvalRequest(
+            actor=actor.as_policy_value(),
+            capability=call.prepared.policy_value,
+            capability_policies=call.prepared.capability.policies,
+            surface=surface,
+            input=call.input if phase is Phase.EXECUTION else None,
+            now=datetime.fromtimestamp(rt.wall(), UTC),
+        ),
+    )
+    response.decision = _DECISIONS[ev.decision]
+    if ev.approval is not None:
+        response.approval_reasons.extend(ev.approval.reasons)
+    _add_stances(response, ev.stances)
     return response

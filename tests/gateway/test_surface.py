@@ -198,3 +198,33 @@ async def test_an_oversized_message_is_refused_and_the_server_keeps_serving(env:
     assert types_pb2.ErrorCode.Name(result.failed.code) == "ERROR_CODE_INPUT_TOO_LARGE"
     ok = await env.invoke("orders.get", {"order_id": "o-1001"})
     assert ok.WhichOneof("outcome") == "completed"
+
+
+async def test_explain_covers_the_discovery_and_execution_phases(env: Env) -> None:
+    admin = env.policy_admin()
+    md = env.metadata("admin", "bob")
+    alice = types_pb2.Actor(id="alice", issuer="test-idp", kind="user", roles=["agent"])
+    discovery = await admin.Explain(
+        admin_pb2.ExplainRequest(
+            capability_id="admin.orders.purge", surface="agent", actor=alice, phase="discovery"
+        ),
+        metadata=md,
+    )
+    assert discovery.decision == types_pb2.DECISION_HIDE
+    assert any(s.effect == types_pb2.DECISION_HIDE for s in discovery.stances)
+    execution = await admin.Explain(
+        admin_pb2.ExplainRequest(
+            capability_id="orders.refund",
+            surface="agent",
+            actor=alice,
+            input_json=b'{"order_id":"o-1","amount":"x"}',
+            phase="execution",
+        ),
+        metadata=md,
+    )
+    assert types_pb2.ErrorCode.Name(execution.error.code) == "ERROR_CODE_INPUT_INVALID"
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await admin.Explain(
+            admin_pb2.ExplainRequest(capability_id="orders.get", phase="later"), metadata=md
+        )
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
