@@ -1,0 +1,74 @@
+"""Graceful shutdown of the real `capgate serve` process: SIGTERM drains the calls in flight
+(they complete), then the process exits 0."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from capgate.v1 import gateway_pb2, gateway_pb2_grpc
+from gateway.redis_server import RedisProcess
+from tests.gateway.conftest import HERE, gateway_environ
+from tests.gateway.harness import token
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+ROOT = HERE.parent.parent
+
+
+async def test_sigterm_drains_calls_in_flight_then_exits_cleanly(
+    orders_upstream: str, redis_server: RedisProcess, tmp_path: Path
+) -> None:
+    ready = tmp_path / "ready.json"
+    env = gateway_environ(orders_upstream, redis_server.url, tempfile.mkdtemp(prefix="cg-"))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway.cli",
+        "serve",
+        "--config",
+        str(HERE / "gateway.yaml"),
+        "--ready-file",
+        str(ready),
+        "--no-watch",
+        "--grace",
+        "10",
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists() and time.monotonic() < deadline:  # noqa: ASYNC110 - a file
+            await asyncio.sleep(0.05)
+        port = json.loads(ready.read_text())["ports"]["agents"]
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = gateway_pb2_grpc.CapabilityGatewayStub(channel)
+            md = [("authorization", f"Bearer {token('alice')}")]
+            slow = asyncio.ensure_future(
+                stub.Invoke(
+                    gateway_pb2.InvokeRequest(
+                        capability_id="orders.get", input_json=b'{"order_id": "slow-1200"}'
+                    ),
+                    metadata=md,
+                    timeout=20,
+                )
+            )
+            await asyncio.sleep(0.4)  # the call is now waiting on the upstream
+            os.kill(proc.pid, signal.SIGTERM)
+            result = await slow
+            assert result.WhichOneof("outcome") == "completed", result
+        assert await asyncio.wait_for(proc.wait(), 20) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
