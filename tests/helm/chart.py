@@ -144,7 +144,18 @@ class Rendered:
         return {d["metadata"]["name"]: d for d in self.of_kind("ConfigMap")}
 
     def workloads(self) -> list[Manifest]:
-        return self.of_kind("Deployment")
+        """The Deployments whose pods run the gateway (not the approver inbox)."""
+        return [
+            d
+            for d in self.of_kind("Deployment")
+            if any(c["name"] == "capgate" for c in all_containers(pod_spec(d)))
+        ]
+
+    def inbox(self) -> Manifest | None:
+        """The approver inbox Deployment, when the values enable it."""
+        found = [d for d in self.of_kind("Deployment") if d["metadata"]["name"].endswith("-inbox")]
+        assert len(found) <= 1, "at most one inbox Deployment"
+        return found[0] if found else None
 
 
 def render(

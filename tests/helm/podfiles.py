@@ -20,6 +20,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.x509.oid import NameOID
 
 from gateway.config.loader import load_settings
+from gateway.inbox.config import load_inbox_settings
+from gateway.inbox.settings import InboxSettings
 from gateway.settings import Settings
 from policy import PolicySet, load_policy_set
 from tests.helm.chart import Manifest, Rendered, gateway_container, pod_spec, projected_files
@@ -83,10 +85,11 @@ def stand_in(path: str) -> bytes:
     raise AssertionError(f"no stand-in for {path}")
 
 
-def stand_in_env(pod: Manifest) -> dict[str, str]:
-    """The gateway container's environment, Secret references replaced by stand-ins."""
+def stand_in_env(pod: Manifest, container: Manifest | None = None) -> dict[str, str]:
+    """A container's environment (default: the gateway's), Secret references replaced by
+    stand-ins."""
     environ: dict[str, str] = {}
-    for item in gateway_container(pod)["env"]:
+    for item in (container or gateway_container(pod))["env"]:
         ref = item.get("valueFrom", {}).get("secretKeyRef")
         if not ref:
             environ[item["name"]] = item["value"]
@@ -126,3 +129,29 @@ def load_rendered_config(
         assert bool(policy_files) == bool(settings.policy_paths)
         loaded.append((settings, load_policy_set(policy_files) if policy_files else None))
     return loaded
+
+
+INBOX_SECRETS = "/etc/capgate-inbox-secrets/"
+_INBOX_SECRET_PATH = re.compile(r"/etc/capgate-inbox-secrets/[\w./-]+")
+
+
+def load_rendered_inbox_config(rendered: Rendered, root: Path) -> InboxSettings:
+    """Load the inbox's config file, as its pod mounts it, with the inbox's own loader."""
+    inbox = rendered.inbox()
+    assert inbox is not None, "the values enable no inbox"
+    pod = pod_spec(inbox)
+    (container,) = pod["containers"]
+    (config_flag,) = [a for a in container["args"] if a.startswith("--config=")]
+    config_path = Path(config_flag.removeprefix("--config="))
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == str(config_path.parent))
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    data = rendered.config_maps()[volume["configMap"]["name"]]["data"]
+    text = data[config_path.name]
+    for path in _INBOX_SECRET_PATH.findall(text):
+        target = root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(stand_in(path))
+    local = root / "etc" / "capgate-inbox" / config_path.name
+    local.parent.mkdir(parents=True, exist_ok=True)
+    local.write_text(text.replace(INBOX_SECRETS, f"{root}{INBOX_SECRETS}"))
+    return load_inbox_settings(local, environ=stand_in_env(pod, container))

@@ -16,6 +16,7 @@ from tests.helm.chart import (
     CHART,
     CI_VALUES,
     RELEASE,
+    Manifest,
     Rendered,
     all_containers,
     chart_config,
@@ -134,9 +135,15 @@ def test_writable_paths_are_volumes(rendered: Rendered) -> None:
         assert all("emptyDir" in v for v in writable.values())
 
 
-def _config_text(rendered: Rendered) -> str:
+def _gateway_config_text(rendered: Rendered, pod: Manifest) -> str:
+    """The text of the chart's ConfigMaps in the gateway's config volume (not the inbox's)."""
+    volume = next(v for v in pod["volumes"] if v["name"] == "capgate-config")
+    mounted = {source["configMap"]["name"] for source in volume["projected"]["sources"]}
     return "\n".join(
-        text for cm in rendered.of_kind("ConfigMap") for text in cm.get("data", {}).values()
+        text
+        for name, config_map in rendered.config_maps().items()
+        if name in mounted
+        for text in config_map.get("data", {}).values()
     )
 
 
@@ -146,7 +153,9 @@ def _secret_fields(node: Any, path: str = "") -> list[tuple[str, Any]]:
     if isinstance(node, dict):
         for key, value in node.items():
             here = f"{path}.{key}"
-            if key in {"secret", "hmac_key", "password", "token"} or here == ".redis.url":
+            # A mapping (the inbox's admin.token block) is searched, not taken as a value.
+            secret_key = key in {"secret", "hmac_key", "password", "token"}
+            if (secret_key and not isinstance(value, dict)) or here == ".redis.url":
                 found.append((here, value))
             found += _secret_fields(value, here)
     elif isinstance(node, list):
@@ -165,9 +174,10 @@ def test_config_maps_hold_no_secret_values(rendered: Rendered) -> None:
 
 
 def test_every_env_reference_in_the_config_is_set_on_the_gateway(rendered: Rendered) -> None:
-    used = set(ENV_REF.findall(_config_text(rendered)))
     for workload in rendered.workloads():
-        env = {e["name"]: e for e in gateway_container(pod_spec(workload))["env"]}
+        pod = pod_spec(workload)
+        used = set(ENV_REF.findall(_gateway_config_text(rendered, pod)))
+        env = {e["name"]: e for e in gateway_container(pod)["env"]}
         # A missing variable would stop the gateway at load; a secret must come from a Secret.
         assert used <= set(env), used - set(env)
         for name in used:

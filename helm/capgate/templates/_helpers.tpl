@@ -116,6 +116,10 @@ listeners:
   - name: {{ $listener.name }}
     {{- toYaml (omit $listener "name") | nindent 4 }}
 {{- end }}
+{{- with (include "capgate.mcpListener" . | fromYaml) }}
+  - name: {{ .name }}
+    {{- toYaml (omit . "name") | nindent 4 }}
+{{- end }}
 {{- if .Values.redis.url }}
 redis:
   url: "{{ "{{" }} env.CAPGATE_REDIS_URL {{ "}}" }}"
@@ -139,6 +143,53 @@ actor_token:
 {{- end }}
 
 {{/*
+The MCP listener (listeners.mcp) as a gateway listener, or nothing when it is off. Always
+protocol mcp, auth jwt and the caller role: the only combination the gateway allows on MCP
+(docs/mcp.md). Empty settings are left out, so the gateway's defaults apply.
+*/}}
+{{- define "capgate.mcpListener" -}}
+{{- $mcp := .Values.listeners.mcp }}
+{{- if $mcp.enabled }}
+{{- $jwt := deepCopy $mcp.jwt }}
+{{- /* Tokens must be issued for this endpoint: its resource URL is the natural audience. */}}
+{{- if and $mcp.resourceUrl (not $jwt.audience) }}{{ $_ := set $jwt "audience" $mcp.resourceUrl }}{{ end }}
+{{- $endpoint := dict "path" $mcp.path "approval_tool" $mcp.approvalTool
+      "session_idle_timeout" $mcp.sessionIdleTimeout "max_sessions" $mcp.maxSessions }}
+{{- with $mcp.resourceUrl }}{{ $_ := set $endpoint "resource_url" . }}{{ end }}
+{{- with $mcp.allowedHosts }}{{ $_ := set $endpoint "allowed_hosts" . }}{{ end }}
+{{- with $mcp.allowedOrigins }}{{ $_ := set $endpoint "allowed_origins" . }}{{ end }}
+{{- with $mcp.authorizationServers }}{{ $_ := set $endpoint "authorization_servers" . }}{{ end }}
+{{- with $mcp.toolNames }}{{ $_ := set $endpoint "tool_names" . }}{{ end }}
+{{- $listener := dict "name" $mcp.name "address" (printf "0.0.0.0:%v" $mcp.port)
+      "surface" $mcp.surface "protocol" "mcp" "auth" "jwt" "jwt" $jwt "mcp" $endpoint }}
+{{- if $mcp.tls.secretName }}
+{{- $dir := printf "/etc/capgate-tls/%s" $mcp.name }}
+{{- $_ := set $listener "tls" (dict "cert_file" (printf "%s/tls.crt" $dir) "key_file" (printf "%s/tls.key" $dir)) }}
+{{- end }}
+{{- toYaml $listener }}
+{{- end }}
+{{- end }}
+
+{{/*
+The TCP listeners as the chart sees them (listeners.tcp plus the MCP listener when on), each
+with name, port and tls: container ports, Service ports, TLS volumes and the NetworkPolicy.
+*/}}
+{{- define "capgate.tcpListeners" -}}
+{{- $all := list }}
+{{- range .Values.listeners.tcp }}
+{{- $all = append $all (dict "name" .name "port" .port "tls" (.tls | default dict) "appProtocol" "grpc") }}
+{{- end }}
+{{- with .Values.listeners.mcp }}
+{{- if .enabled }}
+{{- $tls := dict }}
+{{- if .tls.secretName }}{{ $tls = dict "secretName" .tls.secretName }}{{ end }}
+{{- $all = append $all (dict "name" .name "port" .port "tls" $tls "appProtocol" "http") }}
+{{- end }}
+{{- end }}
+{{- toJson (dict "items" $all) }}
+{{- end }}
+
+{{/*
 A hash of what only a restart applies (listeners, environment, Secret references, flags):
 changing it rolls the pods. Capabilities and policies are not in it: they hot-reload.
 */}}
@@ -149,7 +200,8 @@ changing it rolls the pods. Capabilities and policies are not in it: they hot-re
 {{- toJson $inputs | sha256sum }}
 {{- end }}
 
-{{/* Checks JSON Schema cannot express: unique listener names and ports. */}}
+{{/* Checks JSON Schema cannot express: unique listener names and ports, the inbox's admin
+listener. */}}
 {{- define "capgate.validate" -}}
 {{- $ports := dict (toString .Values.listeners.probe.port) "listeners.probe" }}
 {{- if .Values.metrics.enabled }}
@@ -158,11 +210,15 @@ changing it rolls the pods. Capabilities and policies are not in it: they hot-re
 {{- $_ := set $ports $port "metrics" }}
 {{- end }}
 {{- $names := dict }}
-{{- range .Values.listeners.tcp }}
+{{- range (include "capgate.tcpListeners" . | fromJson).items }}
 {{- $port := toString .port }}
-{{- if hasKey $ports $port }}{{ fail (printf "listeners.tcp %s: port %s is already used by %s" .name $port (get $ports $port)) }}{{ end }}
+{{- if hasKey $ports $port }}{{ fail (printf "listener %s: port %s is already used by %s" .name $port (get $ports $port)) }}{{ end }}
 {{- $_ := set $ports $port .name }}
-{{- if hasKey $names .name }}{{ fail (printf "listeners.tcp: the name %s is used twice" .name) }}{{ end }}
+{{- if hasKey $names .name }}{{ fail (printf "listeners: the name %s is used twice" .name) }}{{ end }}
 {{- $_ := set $names .name true }}
+{{- end }}
+{{- if and (eq .Values.mode "standalone") .Values.inbox.enabled }}
+{{- /* Fails when the inbox has no admin listener to call. */}}
+{{- $_ := include "capgate.inbox.adminListener" . }}
 {{- end }}
 {{- end }}

@@ -31,7 +31,7 @@ context: `.` here, `.Subcharts.capgate` from a parent chart.
     - name: probe
       containerPort: {{ .Values.listeners.probe.port }}
       protocol: TCP
-    {{- range .Values.listeners.tcp }}
+    {{- range (include "capgate.tcpListeners" . | fromJson).items }}
     - name: {{ .name }}
       containerPort: {{ .port }}
       protocol: TCP
@@ -86,7 +86,7 @@ context: `.` here, `.Subcharts.capgate` from a parent chart.
       mountPath: {{ .Values.listeners.local.socketDir }}
     - name: capgate-tmp
       mountPath: /tmp
-    {{- range .Values.listeners.tcp }}
+    {{- range (include "capgate.tcpListeners" . | fromJson).items }}
     {{- if .tls }}
     - name: capgate-tls-{{ .name }}
       mountPath: /etc/capgate-tls/{{ .name }}
@@ -164,7 +164,7 @@ env:
 - name: capgate-tmp
   emptyDir:
     sizeLimit: 64Mi
-{{- range .Values.listeners.tcp }}
+{{- range (include "capgate.tcpListeners" . | fromJson).items }}
 {{- if .tls }}
 - name: capgate-tls-{{ .name }}
   secret:

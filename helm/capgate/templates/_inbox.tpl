@@ -1,0 +1,67 @@
+{{/*
+The approver inbox (`capgate inbox`, docs/inbox.md), standalone mode only: names, labels, the
+admin listener it calls and its config file. Its pods carry their own app.kubernetes.io/name,
+so the gateway's Service, PodDisruptionBudget and NetworkPolicy never select them.
+*/}}
+
+{{- define "capgate.inbox.fullname" -}}
+{{- printf "%s-inbox" (include "capgate.fullname" . | trunc 57 | trimSuffix "-") }}
+{{- end }}
+
+{{- define "capgate.inbox.selectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-inbox" (include "capgate.name" . | trunc 57 | trimSuffix "-") }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "capgate.inbox.labels" -}}
+helm.sh/chart: {{ include "capgate.chart" . }}
+{{ include "capgate.inbox.selectorLabels" . }}
+app.kubernetes.io/component: inbox
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* The listeners.tcp entry the inbox calls (JSON): inbox.adminListener, else the first with
+role admin. Fails when there is none: ApprovalAdmin is served only on admin listeners. */}}
+{{- define "capgate.inbox.adminListener" -}}
+{{- $wanted := .Values.inbox.adminListener }}
+{{- $found := dict }}
+{{- range .Values.listeners.tcp }}
+{{- if and (not $found) (eq (.role | default "caller") "admin") (or (not $wanted) (eq .name $wanted)) }}
+{{- $found = . }}
+{{- end }}
+{{- end }}
+{{- if not $found }}
+{{- if $wanted }}
+{{- fail (printf "inbox.adminListener %s: no listeners.tcp entry of that name with role admin" $wanted) }}
+{{- else }}
+{{- fail "inbox.enabled needs a listeners.tcp entry with role: admin (the inbox calls ApprovalAdmin there)" }}
+{{- end }}
+{{- end }}
+{{- toJson $found }}
+{{- end }}
+
+{{/* host:port of the admin listener through the gateway's Service. */}}
+{{- define "capgate.inbox.adminAddress" -}}
+{{- $admin := include "capgate.inbox.adminListener" . | fromJson }}
+{{- printf "%s.%s.svc:%v" (include "capgate.fullname" .) .Release.Namespace $admin.port }}
+{{- end }}
+
+{{/* The inbox config file: inbox.config plus the keys the chart owns, listen and
+admin.address. Secrets stay "{{ env.NAME }}" references (the values schema refuses literals). */}}
+{{- define "capgate.inbox.config" -}}
+{{- $config := deepCopy (.Values.inbox.config | default dict) }}
+{{- $admin := get $config "admin" | default dict }}
+{{- $_ := set $admin "address" (include "capgate.inbox.adminAddress" .) }}
+{{- $_ := set $config "admin" $admin }}
+{{- $_ := set $config "listen" (printf "0.0.0.0:%v" .Values.inbox.port) }}
+{{- toYaml $config }}
+{{- end }}
+
+{{/* The inbox reads its config once at start: a change to it, or to what it references,
+rolls the inbox pods. */}}
+{{- define "capgate.inbox.checksum" -}}
+{{- $inputs := dict "config" (include "capgate.inbox.config" .) "secretEnv" .Values.inbox.secretEnv
+      "secretFiles" .Values.inbox.secretFiles "image" .Values.image }}
+{{- toJson $inputs | sha256sum }}
+{{- end }}
