@@ -176,8 +176,10 @@ class AuditLog:
             if self._linger_s and not self._now.is_set() and queue.qsize() < self._batch:
                 # Best effort: let a few milliseconds of events share one write (one Redis
                 # round trip for many calls); a strict write or a flush cuts this short.
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._now.wait(), self._linger_s)
+                # A timer that sets the event, not `wait_for` (a task and a timeout per batch).
+                timer = asyncio.get_running_loop().call_later(self._linger_s, self._now.set)
+                await self._now.wait()
+                timer.cancel()
             self._now.clear()
             while len(batch) < self._batch and not queue.empty():
                 batch.append(queue.get_nowait())
