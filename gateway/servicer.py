@@ -36,11 +36,15 @@ class Stage1:
     def __init__(self, listener: Listener, authenticator: Authenticator):
         self.listener = listener
         self._auth = authenticator
+        # Only certificate authentication reads the TLS auth context; building it per call
+        # costs, so other listeners pass an empty one.
+        self._tls_identity = listener.auth == "mtls"
 
     async def actor(self, context: grpc.aio.ServicerContext[Any, Any]) -> Actor:
+        auth_context = context.auth_context() if self._tls_identity else {}
         try:
             return self._auth.authenticate(
-                tuple(context.invocation_metadata() or ()), context.auth_context(), context.peer()
+                tuple(context.invocation_metadata() or ()), auth_context, context.peer()
             )
         except AuthenticationFailed as exc:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
