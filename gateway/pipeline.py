@@ -9,7 +9,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
@@ -56,6 +56,11 @@ class Stage:
     span: str | None = None
     span_kind: SpanKind = SpanKind.INTERNAL
 
+    label: tuple[str] = field(init=False)  # the stage-latency metric's label, built once
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "label", (self.name,))
+
 
 # Seed 001, stages 2-13 (1 is the listener; 14-15 are the runner's completion).
 INVOKE: tuple[Stage, ...] = (
@@ -92,17 +97,6 @@ RESUME: tuple[Stage, ...] = (
 )
 
 
-async def _run_stage(stage: Stage, call: Call, rt: Runtime) -> str | None:
-    started = _perf()
-    try:
-        if stage.span is None:
-            return await stage.run(call, rt)
-        with child_span(stage.span, stage.span_kind, {"capgate.stage": stage.number}):
-            return await stage.run(call, rt)
-    finally:
-        metrics.stage_duration.observe(_perf() - started, (stage.name,))
-
-
 async def run(
     call: Call, rt: Runtime, stages: tuple[Stage, ...] = INVOKE
 ) -> gateway_pb2.ExecutionResult:
@@ -111,7 +105,18 @@ async def run(
         started = _perf()
         try:
             for stage in stages:
-                if await _run_stage(stage, call, rt) == SUSPEND:
+                # Inline rather than a helper coroutine: one frame less per stage, 13 per call.
+                began = _perf()
+                try:
+                    if stage.span is None:
+                        outcome = await stage.run(call, rt)
+                    else:
+                        attrs = {"capgate.stage": stage.number}
+                        with child_span(stage.span, stage.span_kind, attrs):
+                            outcome = await stage.run(call, rt)
+                finally:
+                    metrics.stage_duration.observe(_perf() - began, stage.label)
+                if outcome == SUSPEND:
                     # Approval required (stage 8 emitted its event) or a stored envelope.
                     assert call.result is not None
                     kind = call.result.WhichOneof("outcome")
