@@ -27,14 +27,17 @@ from gateway.config.loader import ConfigError, load_settings
 from gateway.config.watch import ConfigWatcher
 from gateway.idempotency import RedisIdempotencyStore
 from gateway.notify.sink import WebhookNotifier, snapshot_facts
+from gateway.outputexpr import OutputExprError
 from gateway.redis_server import RedisProcess
 from gateway.redisconn import connect
 from gateway.server import READY_SERVICE, REDIS_SERVICE, Servers, start_listeners
 from gateway.settings import Settings
-from gateway.snapshot import SnapshotHolder, build_snapshot
+from gateway.snapshot import SnapshotError, SnapshotHolder, build_snapshot
 from gateway.telemetry import metrics
 from gateway.telemetry.runtime import Telemetry, start_telemetry
 from gateway.upstream.channels import ChannelPool
+from gateway.upstream.errors import UpstreamConfigError
+from policy import PolicyLoadError
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanProcessor
@@ -179,7 +182,15 @@ async def start(
             redis, prefix=prefix, ttl_s=settings.idempotency.ttl_s, clock=runtime.wall
         )
     pool = ChannelPool()
-    snapshot = await build_snapshot(settings, pool, hmac_key=settings.audit.hmac_key.encode())
+    try:
+        snapshot = await build_snapshot(settings, pool, hmac_key=settings.audit.hmac_key.encode())
+    except BaseException:
+        # Nothing may outlive a failed start: the embedded Redis is a child process.
+        await audit.close()
+        await pool.close()
+        if process is not None:
+            process.stop()
+        raise
     holder = SnapshotHolder(snapshot)
     if notifier is not None:
         notifier.bind(snapshot_facts(lambda: holder.current))
@@ -230,7 +241,13 @@ async def _serve(args: argparse.Namespace) -> int:
     if args.worker_index is not None:  # one of `--workers N` (gateway/workers.py, ADR 0012)
         ports = workers.parse_ports(args.worker_ports)
         settings = workers.worker_settings(settings, args.worker_index, ports, args.actor_key_file)
-    gw = await start(settings, reuse_port=args.worker_index is not None)
+    try:
+        gw = await start(settings, reuse_port=args.worker_index is not None)
+    except (SnapshotError, PolicyLoadError, UpstreamConfigError, OutputExprError) as exc:
+        # Policies that do not compile, an upstream whose methods cannot be resolved: the
+        # config is valid YAML but cannot serve, so it never starts (DESIGN §10).
+        print(f"capgate: cannot start: {exc}", file=sys.stderr)
+        return 2
     loop = asyncio.get_running_loop()
     if args.watch:
 

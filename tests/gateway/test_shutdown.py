@@ -14,6 +14,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+import yaml
 
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc
 from gateway.redis_server import RedisProcess
@@ -72,3 +73,38 @@ async def test_sigterm_drains_calls_in_flight_then_exits_cleanly(
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def test_policies_that_do_not_compile_never_start_the_server(
+    orders_upstream: str, redis_server: RedisProcess, tmp_path: Path
+) -> None:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "broken.yaml").write_text(
+        "policies:\n  - name: broken\n    rules:\n"
+        "      - when: input.amount >\n        effect: deny\n"
+    )
+    data = yaml.safe_load((HERE / "gateway.yaml").read_text())
+    data["upstreams"]["orders"]["descriptor_set"] = str(ROOT / "examples/orders/orders.pb")
+    data["policies"]["paths"] = [str(policies)]
+    config = tmp_path / "gateway.yaml"
+    config.write_text(yaml.safe_dump(data))
+    env = gateway_environ(orders_upstream, redis_server.url, tempfile.mkdtemp(prefix="cg-"))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway.cli",
+        "serve",
+        "--config",
+        str(config),
+        "--no-watch",
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, stderr = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 2
+    text = stderr.decode()
+    assert "cannot start" in text and "broken.yaml:4" in text
+    assert "Traceback" not in text
