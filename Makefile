@@ -59,7 +59,7 @@ test-go:
 	cd clients/go && go test ./...
 
 test-java:
-	cd clients/java && mvn -B -q test
+	cd clients/java && mvn -B -ntp test
 
 test-ts:
 	cd clients/typescript && npm ci --no-audit --no-fund --silent && npm run check-gen && npm test
