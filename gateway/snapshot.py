@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,10 +71,8 @@ class SnapshotHolder:
     """The one mutable reference; reading `current` is atomic under asyncio."""
 
     current: Snapshot
-    history: list[str] = field(default_factory=list)
 
     def swap(self, snapshot: Snapshot) -> None:
-        self.history.append(self.current.revision)
         self.current = snapshot
 
 
