@@ -14,12 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+import redis.asyncio as aioredis
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
+from gateway.redis_server import RedisProcess
 from gateway.serve import start
 from gateway.settings import Settings
 from tests.gateway.conftest import gateway_environ
@@ -116,3 +119,14 @@ async def stack(
         for channel in env.channels.values():
             await channel.close()
         await gw.stop(0.2)
+
+
+@pytest.fixture(scope="module")
+async def audited(orders_upstream: str, redis_server: RedisProcess) -> AsyncIterator[Stack]:
+    """The audited gateway, one per module (so its tracer is installed only while its tests
+    run), on an empty audit stream. Shared by the audit and telemetry tests' conftests."""
+    client = aioredis.Redis.from_url(redis_server.url)
+    await client.delete(STREAM)
+    await client.aclose()
+    async with stack(orders_upstream, redis_server.url) as running:
+        yield running
