@@ -57,6 +57,7 @@ test: gen-check lint venv helm
 test-go:
 	$(MAKE) -C clients/go check-gen
 	cd clients/go && go test ./...
+	cd bench/goload && go vet ./... && go test ./...
 
 test-java:
 	cd clients/java && mvn -B -ntp test

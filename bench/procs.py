@@ -227,13 +227,21 @@ def opa_version(binary: str) -> str:
 
 
 class Generator:
-    """The load generator process: one job in, one result line out."""
+    """A load generator process: one job in, one result line out. `argv` defaults to the
+    Python generator (bench/load.py); go_generator() starts bench/goload's binary."""
 
-    def __init__(self, run_dir: Path) -> None:
-        self.log = run_dir / "load.log"
+    def __init__(
+        self,
+        run_dir: Path,
+        argv: list[str] | None = None,
+        name: str = "load",
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.log = run_dir / f"{name}.log"
         self._err: IO[bytes] = open(self.log, "wb")  # noqa: SIM115 - closed in stop()
         self.popen = subprocess.Popen(
-            python("bench.load"),
+            argv or python("bench.load"),
+            env={**os.environ, **(env or {})},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._err,
@@ -263,3 +271,31 @@ class Generator:
             self.popen.kill()
             self.popen.wait(5)
         self._err.close()
+
+
+GOLOAD_SRC = ROOT / "bench" / "goload"
+
+
+def go_generator(run_dir: Path) -> tuple[Generator | None, str]:
+    """bench/goload built with the machine's Go toolchain (seconds with a warm build cache),
+    started as a second generator; (None, why) when Go is missing or the build fails."""
+    go = shutil.which("go")
+    if go is None:
+        return None, "no go toolchain on PATH"
+    binary = run_dir / "goload"
+    try:
+        subprocess.run(
+            [go, "build", "-o", str(binary), "."],
+            cwd=GOLOAD_SRC,
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
+    except subprocess.CalledProcessError as exc:
+        return (
+            None,
+            f"go build of bench/goload failed: {exc.stderr.decode(errors='replace')[-300:]}",
+        )
+    except (subprocess.SubprocessError, OSError) as exc:
+        return None, f"go build of bench/goload failed: {type(exc).__name__}"
+    return Generator(run_dir, [str(binary)], name="goload", env={"GOMAXPROCS": "1"}), ""

@@ -32,6 +32,10 @@ DESCRIPTIONS = {
     "audit_strict_p3": "Invoke, 3 policies, strict audit (awaits capability.started in Redis)",
     "check": "Check alone (stages 3-7, 3 policies)",
     "opa": "OPA decision API, the same 3 decisions (HTTP/1.1 keep-alive)",
+    "proxy_go": "the bare proxy, driven by bench/goload (Go, grpc-go)",
+    "governed_p3_go": "governed_p3, driven by bench/goload (Go, grpc-go)",
+    "check_go": "Check alone, driven by bench/goload (Go, grpc-go)",
+    "opa_go": "OPA decision API, driven by bench/goload (Go, net/http keep-alive)",
     "describe": "Describe over 100 capabilities (1 discovery policy each)",
     "approval": "approval path: Invoke → DecideApproval → Resume (one flow = one call)",
     "workers_1": "Invoke p3, 1 worker, 16 connections",
@@ -91,24 +95,15 @@ def build(raw: dict[str, Any]) -> dict[str, Any]:
         "concurrency": thr_level,
     }
     workers["ratio"] = _ratio(workers["workers_2_calls_per_s"], workers["workers_1_calls_per_s"])
-    if "opa" in sc:
-        check_vs_opa: dict[str, Any] = {"generator": raw["settings"]["opa_generator"]}
-        for lvl in levels:
-            check_vs_opa[str(lvl)] = {
-                "check_p50_ms": _fig(sc, "check", lvl, "p50_ms"),
-                "opa_p50_ms": _fig(sc, "opa", lvl, "p50_ms"),
-                "check_calls_per_s": _fig(sc, "check", lvl, "calls_per_s"),
-                "opa_calls_per_s": _fig(sc, "opa", lvl, "calls_per_s"),
-                "check_server_cpu_us": _fig(sc, "check", lvl, "server_cpu_us"),
-                "opa_server_cpu_us": _fig(sc, "opa", lvl, "server_cpu_us"),
-                "check_client_cpu_us": _fig(sc, "check", lvl, "client_cpu_us"),
-                "opa_client_cpu_us": _fig(sc, "opa", lvl, "client_cpu_us"),
-            }
-            row = check_vs_opa[str(lvl)]
-            row["p50_ratio"] = _ratio(row["check_p50_ms"], row["opa_p50_ms"])
-            row["throughput_ratio"] = _ratio(row["check_calls_per_s"], row["opa_calls_per_s"])
-        check_vs_opa["p50_ratio"] = check_vs_opa[str(lat_level)]["p50_ratio"]
-        check_vs_opa["throughput_ratio"] = check_vs_opa[str(thr_level)]["throughput_ratio"]
+    settings = raw["settings"]
+    if "opa_go" in sc:  # one generator (Go) for both sides: the figure the budget takes
+        check_vs_opa = _check_vs_opa(sc, levels, "_go", settings["opa_generator"])
+        if "opa" in sc:
+            check_vs_opa["python_generator"] = _check_vs_opa(
+                sc, levels, "", settings.get("opa_generator_python", "")
+            )
+    elif "opa" in sc:
+        check_vs_opa = _check_vs_opa(sc, levels, "", settings.get("opa_generator_python", ""))
     else:
         check_vs_opa = {"skipped": raw.get("opa_skipped", "OPA not run")}
     policy = raw.get("policy") or {}
@@ -132,6 +127,21 @@ def build(raw: dict[str, Any]) -> dict[str, Any]:
             )
             for lvl in levels
         },
+        "go_generator": {
+            "governed_vs_proxy_p50_by_concurrency": {
+                str(lvl): _ratio(
+                    _fig(sc, "governed_p3_go", lvl, "p50_ms"), _fig(sc, "proxy_go", lvl, "p50_ms")
+                )
+                for lvl in levels
+            },
+            "governed_vs_proxy_throughput_by_concurrency": {
+                str(lvl): _ratio(
+                    _fig(sc, "governed_p3_go", lvl, "calls_per_s"),
+                    _fig(sc, "proxy_go", lvl, "calls_per_s"),
+                )
+                for lvl in levels
+            },
+        },
         "proxy_vs_direct_throughput": _ratio(
             _fig(sc, "proxy", thr_level, "calls_per_s"),
             _fig(sc, "direct", thr_level, "calls_per_s"),
@@ -154,6 +164,32 @@ def build(raw: dict[str, Any]) -> dict[str, Any]:
     }
     report["budgets"] = _budgets(report)
     return report
+
+
+def _check_vs_opa(
+    sc: dict[str, Any], levels: list[int], suffix: str, generator: str
+) -> dict[str, Any]:
+    """Check vs OPA per level, from the `check{suffix}` and `opa{suffix}` rows."""
+    check, opa = f"check{suffix}", f"opa{suffix}"
+    out: dict[str, Any] = {"generator": generator, "rows": [check, opa]}
+    for lvl in levels:
+        row = {
+            "check_p50_ms": _fig(sc, check, lvl, "p50_ms"),
+            "opa_p50_ms": _fig(sc, opa, lvl, "p50_ms"),
+            "check_calls_per_s": _fig(sc, check, lvl, "calls_per_s"),
+            "opa_calls_per_s": _fig(sc, opa, lvl, "calls_per_s"),
+            "check_server_cpu_us": _fig(sc, check, lvl, "server_cpu_us"),
+            "opa_server_cpu_us": _fig(sc, opa, lvl, "server_cpu_us"),
+            "check_client_cpu_us": _fig(sc, check, lvl, "client_cpu_us"),
+            "opa_client_cpu_us": _fig(sc, opa, lvl, "client_cpu_us"),
+        }
+        row["p50_ratio"] = _ratio(row["check_p50_ms"], row["opa_p50_ms"])
+        row["throughput_ratio"] = _ratio(row["check_calls_per_s"], row["opa_calls_per_s"])
+        row["server_cpu_ratio"] = _ratio(row["check_server_cpu_us"], row["opa_server_cpu_us"])
+        out[str(lvl)] = row
+    out["p50_ratio"] = out[str(levels[0])]["p50_ratio"]
+    out["throughput_ratio"] = out[str(levels[-1])]["throughput_ratio"]
+    return out
 
 
 def _diff(a: float | None, b: float | None) -> float | None:
@@ -201,8 +237,9 @@ def markdown(report: dict[str, Any]) -> str:
             if row.get("failed"):
                 lines.append(f"| {name} | {level} | failed: {row['failed'][:60]} | | | | | | |")
                 continue
-            vs_p50 = _ratio(row.get("p50_ms"), _fig(sc, "proxy", int(level), "p50_ms"))
-            vs_thr = _ratio(row.get("calls_per_s"), _fig(sc, "proxy", int(level), "calls_per_s"))
+            base = "proxy_go" if name.endswith("_go") else "proxy"  # same generator
+            vs_p50 = _ratio(row.get("p50_ms"), _fig(sc, base, int(level), "p50_ms"))
+            vs_thr = _ratio(row.get("calls_per_s"), _fig(sc, base, int(level), "calls_per_s"))
             bad = (
                 f" ({row['errors']} errors, {row['bad']} bad)"
                 if row["errors"] or row["bad"]
@@ -260,6 +297,19 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"- Check / OPA p50: {_cell(cvo['p50_ratio'])}; calls/s: "
             f"{_cell(cvo['throughput_ratio'])} ({cvo['generator']})"
+        )
+        py = cvo.get("python_generator")
+        if py:
+            lines.append(
+                f"- Check / OPA with the Python generator: p50 {_cell(py['p50_ratio'])}; "
+                f"calls/s {_cell(py['throughput_ratio'])} ({py['generator']})"
+            )
+    go = report["go_generator"]
+    if any(go["governed_vs_proxy_throughput_by_concurrency"].values()):
+        lines.append(
+            "- driven by bench/goload: governed / proxy p50 "
+            f"{go['governed_vs_proxy_p50_by_concurrency']}, calls/s "
+            f"{go['governed_vs_proxy_throughput_by_concurrency']}"
         )
     stage = report["stage_us"]
     if stage:

@@ -23,7 +23,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -35,9 +35,13 @@ from gateway.redis_server import RedisProcess, free_port, redis_binary
 OUT = Path(__file__).parent / "out"
 GENERATOR = "Python grpc.aio + uvloop, one channel (HTTP/2 connection) unless stated"
 OPA_GENERATOR = (
-    "same process model: Python asyncio + uvloop; capgate Check over grpc.aio, "
-    "OPA over a minimal HTTP/1.1 keep-alive client (one connection per call in "
-    "flight); same concurrency, count and time bounds"
+    "bench/goload (Go) for both: capgate Check over grpc-go (one HTTP/2 connection), OPA over "
+    "net/http (HTTP/1.1 keep-alive, one connection per call in flight); same concurrency, count "
+    "and time bounds"
+)
+OPA_GENERATOR_PY = (
+    "bench/load.py for both: capgate Check over grpc.aio, OPA over a minimal asyncio HTTP/1.1 "
+    "keep-alive client (one connection per call in flight)"
 )
 
 
@@ -63,9 +67,17 @@ MODES = {
 class Harness:
     """Runs jobs and keeps the figures (and the gateway's own per-stage figures)."""
 
-    def __init__(self, mode: Mode, generator: procs.Generator) -> None:
+    def __init__(
+        self,
+        mode: Mode,
+        generator: procs.Generator,
+        only: frozenset[str] = frozenset(),
+        go: procs.Generator | None = None,
+    ) -> None:
         self.mode = mode
         self.gen = generator
+        self.go = go  # bench/goload: jobs whose spec says "generator": "go"
+        self.only = only  # scenario names to run (empty: all)
         self.scenarios: dict[str, dict[str, Any]] = {}
         self.stage_us: dict[str, dict[str, float]] = {}
 
@@ -79,6 +91,14 @@ class Harness:
         metrics_url: str | None = None,
     ) -> None:
         """Run one job; `server` are the pids whose CPU time per call is recorded."""
+        if self.only and name not in self.only:
+            return
+        gen = self.gen
+        if spec.get("generator") == "go":
+            if self.go is None:
+                return  # no Go toolchain: the report notes why these rows are missing
+            gen = self.go
+        spec = {k: v for k, v in spec.items() if k != "generator"}
         m = self.mode
         job = {
             "concurrency": level,
@@ -89,14 +109,14 @@ class Harness:
         }
         before = scrape(metrics_url) if metrics_url else None
         started = time.monotonic()
-        cpu = [sum(procs.cpu_seconds(pid) for pid in server), self.gen.cpu_s()]
-        result = self.gen.run(job)
+        cpu = [sum(procs.cpu_seconds(pid) for pid in server), gen.cpu_s()]
+        result = gen.run(job)
         if not result.get("failed"):
             # Per call, counting the warm-up calls the CPU times also include.
             n = max(result["calls"] + result["errors"] + result.get("warmup_calls", 0), 1)
             server_s = sum(procs.cpu_seconds(pid) for pid in server) - cpu[0]
             result["server_cpu_us"] = round(server_s / n * 1e6, 1) if server else None
-            result["client_cpu_us"] = round((self.gen.cpu_s() - cpu[1]) / n * 1e6, 1)
+            result["client_cpu_us"] = round((gen.cpu_s() - cpu[1]) / n * 1e6, 1)
         row = self.scenarios.setdefault(name, {"levels": {}})
         row["levels"][str(level)] = result
         if before is not None and metrics_url and level == m.levels[0]:
@@ -230,7 +250,7 @@ def _opa_skipped(mode: Mode, binary: str | None) -> str:
     return ""
 
 
-def run(mode: Mode, out_dir: Path) -> dict[str, Any]:
+def run(mode: Mode, out_dir: Path, only: frozenset[str] = frozenset()) -> dict[str, Any]:
     notes: list[str] = []
     run_dir = Path(tempfile.mkdtemp(prefix="cgb-"))  # short: unix socket paths are limited
     opa_binary = None
@@ -243,6 +263,7 @@ def run(mode: Mode, out_dir: Path) -> dict[str, Any]:
     started: list[procs.Proc] = []
     redis = RedisProcess(run_dir / "redis").start()
     generator: procs.Generator | None = None
+    go_generator: procs.Generator | None = None
     try:
         up = procs.upstream(run_dir)
         started.append(up)
@@ -284,7 +305,10 @@ def run(mode: Mode, out_dir: Path) -> dict[str, Any]:
             opa_proc, opa_port = procs.opa(run_dir, opa_binary, fixtures.HERE / "opa")
             started.append(opa_proc)
         generator = procs.Generator(run_dir)
-        h = Harness(mode, generator)
+        go_generator, why = procs.go_generator(run_dir)
+        if go_generator is None:
+            notes.append(f"Go generator rows skipped: {why}")
+        h = Harness(mode, generator, only, go_generator)
         targets = scenarios.Targets(
             upstream=upstream,
             upstream_pid=up.popen.pid,
@@ -310,10 +334,11 @@ def run(mode: Mode, out_dir: Path) -> dict[str, Any]:
             scenarios.run_level(h.job, targets, level, last=level == mode.levels[-1])
         scenarios.run_workers(h.job, targets, mode.levels[-1])
         print("policies in-process", file=sys.stderr, flush=True)
-        policy = policy_in_process(mode.policy_seconds)
+        policy = policy_in_process(mode.policy_seconds if not only else 0.05)
     finally:
-        if generator is not None:
-            generator.stop()
+        for gen in (generator, go_generator):
+            if gen is not None:
+                gen.stop()
         procs.stop_all(started, timeout_s=3.0)
         redis.stop()
     info["loadavg_after"] = _loadavg()
@@ -330,6 +355,7 @@ def run(mode: Mode, out_dir: Path) -> dict[str, Any]:
             "warmup": mode.warmup,
             "generator": GENERATOR,
             "opa_generator": OPA_GENERATOR,
+            "opa_generator_python": OPA_GENERATOR_PY,
         },
         "scenarios": {
             k: {"description": report.DESCRIPTIONS.get(k, ""), **v} for k, v in h.scenarios.items()
@@ -339,6 +365,8 @@ def run(mode: Mode, out_dir: Path) -> dict[str, Any]:
         "opa_skipped": _opa_skipped(mode, opa_binary),
         "notes": notes,
     }
+    if only:
+        raw["notes"].append(f"partial run: only {', '.join(sorted(only))}")
     result = report.build(raw)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "report.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -364,12 +392,23 @@ def main(argv: list[str] | None = None, *, write: Callable[[str], object] = prin
     parser.add_argument("--quick", action="store_true", help="as BENCH_QUICK=1")
     parser.add_argument("--tiny", action="store_true", help="a few dozen calls per scenario")
     parser.add_argument("--out", type=Path, default=OUT, help="where report.json/.md go")
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma-separated scenario names (e.g. proxy,governed_p3): a partial run for "
+        "experiments; its report says so",
+    )
+    parser.add_argument("--levels", default="", help="comma-separated concurrency levels")
     args = parser.parse_args(argv)
     name = (
         "tiny" if args.tiny else "quick" if args.quick or os.environ.get("BENCH_QUICK") else "full"
     )
+    mode = MODES[name]
+    if args.levels:
+        mode = replace(mode, levels=tuple(int(x) for x in args.levels.split(",")))
+    only = frozenset(x for x in args.only.split(",") if x)
     started = time.monotonic()
-    result = run(MODES[name], args.out)
+    result = run(mode, args.out, only)
     write(report.markdown(result))
     write(f"wrote {args.out / 'report.json'} and report.md in {time.monotonic() - started:.0f} s")
     return 0

@@ -114,33 +114,39 @@ def run_level(job: Job, t: Targets, level: int, *, last: bool) -> None:
             server=gw["pids"],
             metrics_url=gw["metrics"],
         )
-    job(
+    check = unary(
+        agents,
+        "/capgate.v1.CapabilityGateway/Check",
+        fixtures.check_request(),
         "check",
-        level,
-        unary(
-            agents,
-            "/capgate.v1.CapabilityGateway/Check",
-            fixtures.check_request(),
-            "check",
-            DECISION_ALLOW,
-            md,
-        ),
-        server=a["pids"],
+        DECISION_ALLOW,
+        md,
     )
-    if t.opa_port is not None and t.opa_pid is not None:
-        job(
-            "opa",
-            level,
-            {
-                "kind": "http",
-                "host": "127.0.0.1",
-                "port": t.opa_port,
-                "path": "/v1/data/capgate/bench/decision",
-                "body": json.dumps({"input": fixtures.opa_input()}),
-                "expect": '"allow"',
-            },
-            server=(t.opa_pid,),
-        )
+    opa = {
+        "kind": "http",
+        "host": "127.0.0.1",
+        "port": t.opa_port,
+        "path": "/v1/data/capgate/bench/decision",
+        "body": json.dumps({"input": fixtures.opa_input()}),
+        "expect": '"allow"',
+    }
+    has_opa = t.opa_port is not None and t.opa_pid is not None
+    job("check", level, check, server=a["pids"])
+    if has_opa:
+        job("opa", level, opa, server=(t.opa_pid,))
+    # The same figures from bench/goload (Go): one generator for both sides of Check vs OPA
+    # (issue 8), and the hop ratios with a client that costs a fifth of grpc.aio's CPU.
+    go = {"generator": "go"}
+    job(
+        "proxy_go",
+        level,
+        {**unary(t.proxy, PROCEDURE, proc_req, "procedure"), **go},
+        server=(t.proxy_pid,),
+    )
+    job("governed_p3_go", level, {**invoke(agents, "bench.p3", md), **go}, server=a["pids"])
+    job("check_go", level, {**check, **go}, server=a["pids"])
+    if has_opa:
+        job("opa_go", level, {**opa, **go}, server=(t.opa_pid,))
     job(
         "describe",
         level,
