@@ -8,6 +8,7 @@ Writes bench/out/micro.json.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import tempfile
@@ -28,12 +29,12 @@ from gateway.auth.base import build_authenticator
 from gateway.call import Call, Runtime
 from gateway.config.loader import load_settings
 from gateway.envelope import completed
-from gateway.jsonvalue import _walk, dumps, parse_json
+from gateway.jsonvalue import dumps, parse_json, scan
 from gateway.redis_server import RedisProcess
 from gateway.redisconn import connect
 from gateway.settings import ActorTokenSettings
 from gateway.snapshot import build_snapshot
-from gateway.stages.policies import eval_request
+from gateway.stages.policies import evaluate_execution_policies, evaluate_invocation_policies
 from gateway.telemetry import metrics
 from gateway.upstream.channels import ChannelPool
 from policy import Phase
@@ -106,8 +107,19 @@ async def measure() -> dict[str, float]:
         return c
 
     def policies(prepared: Any, phase: Phase) -> Callable[[], object]:
+        """The stage as the pipeline runs it (skip check, request, activation, evaluation)."""
         c = call(prepared)
-        return lambda: snapshot.policies.evaluate_all(phase, eval_request(c, rt, with_input=True))
+        stage = (
+            evaluate_invocation_policies
+            if phase is Phase.INVOCATION
+            else evaluate_execution_policies
+        )
+
+        def once() -> None:
+            with contextlib.suppress(StopIteration):
+                stage(c, rt).send(None)  # the stage never awaits: run it to completion here
+
+        return once
 
     signer = ActorTokenSigner(ActorTokenSettings())
     results = {
@@ -138,7 +150,7 @@ async def measure() -> dict[str, float]:
         "upstream input serialization (orjson)": per_call_us(lambda: dumps(value)),
         "output limits walk + schema validation": per_call_us(
             lambda: (
-                _walk(output, p3.capability.limits, 1, "$"),
+                scan(output, p3.capability.limits),
                 p3.output_validator.validate(output),
             )
         ),  # type: ignore[union-attr]

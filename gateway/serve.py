@@ -93,11 +93,7 @@ class Gateway:
         await self.servers.stop(grace_s)
         for mcp in self.mcp:
             await mcp.stop(grace_s)
-        for task in self.tasks:
-            task.cancel()
-        for task in self.tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await _cancel_all(self.tasks)
         audit = self.runtime.audit
         if isinstance(audit, AuditLog):
             await audit.close()
@@ -111,17 +107,44 @@ class Gateway:
             self.redis_process.stop()
 
 
+async def _cancel_all(tasks: list[asyncio.Task[Any]], timeout_s: float = 5.0) -> None:
+    """Cancel background tasks and wait for them, bounded. A cancel that lands as an awaited
+    operation completes can be absorbed (Python 3.11 `wait_for`, library code): cancel again
+    until each task is done, so shutdown never hangs on one of them."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    pending = {t for t in tasks if not t.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        left = deadline - asyncio.get_running_loop().time()
+        if left <= 0:
+            log.warning("%d background tasks did not stop", len(pending))
+            return
+        _, pending = await asyncio.wait(pending, timeout=min(left, 0.5))
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: a failure here must not be reported at exit
+
+
 async def _redis_health(gw: Gateway) -> None:
+    this = asyncio.current_task()
     while True:
         ok = True
         try:
-            await asyncio.wait_for(gw.redis.ping(), 1.0)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+            # arrives as the ping completes, and this loop would then never stop.
+            async with asyncio.timeout(1.0):
+                await gw.redis.ping()
         except Exception:
             ok = False
         gw.servers.set_serving(REDIS_SERVICE, ok)
         if ok and gw.runtime.approvals is not None:
             with contextlib.suppress(Exception):
                 await gw.runtime.approvals.expire_sweep(gw.runtime.wall())
+        if this is not None and this.cancelling():
+            # redis-py turns a cancellation inside a command into a connection error, which
+            # the line above suppresses: honour the pending cancel here.
+            raise asyncio.CancelledError
         await asyncio.sleep(2.0)
 
 

@@ -4,6 +4,7 @@ compiled policy set. A reload builds a new one off the request path and swaps it
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 from collections.abc import Callable, Mapping
@@ -28,7 +29,7 @@ from gateway.upstream.descriptors import (
 )
 from gateway.upstream.schema import derive_schema
 from gateway.validation import SchemaValidator
-from policy import PolicySet, load_policy_set
+from policy import Phase, PolicySet, load_policy_set
 
 PROCEDURE_METHOD = "/capgate.v1.Procedure/Invoke"
 
@@ -52,6 +53,10 @@ class Prepared:
     inline_approver: Any  # capgate.v1.Approver stub when approval.inline_approver is set
     descriptor: gateway_pb2.CapabilityDescriptor
     policy_value: Mapping[str, Any]
+    # The phases in which some policy can take a stance on this capability, computed once per
+    # snapshot (stages 7 and 9 skip the others without asking the policy set). None: unknown,
+    # so the stages ask (never a silent skip).
+    policy_phases: frozenset[Phase] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,5 +195,12 @@ async def build_snapshot(
     )
     if missing:
         raise SnapshotError(f"capabilities list unknown policies: {', '.join(missing)}")
+    for cap_id, p in prepared.items():
+        phases = frozenset(
+            phase
+            for phase in Phase
+            if policies.applies(phase, p.policy_value, p.capability.policies)
+        )
+        prepared[cap_id] = dataclasses.replace(p, policy_phases=phases)
     revision = _digest(settings.revision, policies.revision)
     return Snapshot(settings=settings, capabilities=prepared, policies=policies, revision=revision)

@@ -66,12 +66,19 @@ def _enforce(call: Call, rt: Runtime, ev: Evaluation, *, allow_approval: bool) -
         call.requirement = ev.approval
 
 
-async def evaluate_invocation_policies(call: Call, rt: Runtime) -> None:
+def _applies(call: Call, phase: Phase) -> bool:
+    """Whether any policy can take a stance in `phase` (precomputed per snapshot)."""
     prepared = call.prepared
     assert prepared is not None
-    if not call.snapshot.policies.applies(
-        Phase.INVOCATION, prepared.policy_value, prepared.capability.policies
-    ):
+    if prepared.policy_phases is not None:
+        return phase in prepared.policy_phases
+    return call.snapshot.policies.applies(
+        phase, prepared.policy_value, prepared.capability.policies
+    )
+
+
+async def evaluate_invocation_policies(call: Call, rt: Runtime) -> None:
+    if not _applies(call, Phase.INVOCATION):
         return  # nothing applies: the decision is allow, exposure being the default gate (SI-1)
     ev = _evaluate(call, Phase.INVOCATION, eval_request(call, rt, with_input=True))
     call.evaluation = ev
@@ -87,11 +94,7 @@ async def reevaluate_invocation_policies(call: Call, rt: Runtime) -> None:
 
 
 async def evaluate_execution_policies(call: Call, rt: Runtime) -> None:
-    prepared = call.prepared
-    assert prepared is not None
-    if not call.snapshot.policies.applies(
-        Phase.EXECUTION, prepared.policy_value, prepared.capability.policies
-    ):
+    if not _applies(call, Phase.EXECUTION):
         return  # most capabilities have no execution-phase policy: skip building the request
     approval = None
     record = call.approval
