@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import signal
@@ -31,7 +32,7 @@ from gateway.outputexpr import OutputExprError
 from gateway.redis_server import RedisProcess
 from gateway.redisconn import connect
 from gateway.server import READY_SERVICE, REDIS_SERVICE, Servers, start_listeners
-from gateway.settings import Settings
+from gateway.settings import Listener, Settings
 from gateway.snapshot import SnapshotError, SnapshotHolder, build_snapshot
 from gateway.telemetry import metrics
 from gateway.telemetry.runtime import Telemetry, start_telemetry
@@ -68,6 +69,9 @@ class Gateway:
     watcher: ConfigWatcher | None = None
     telemetry: Telemetry | None = None
     mcp: list[Any] = field(default_factory=list)  # gateway.mcp.server.McpListener
+    # Per listener: a digest of the key files its authenticator was built from (JWKS), so a
+    # reload rebuilds exactly the authenticators whose keys changed.
+    key_digests: dict[str, str] = field(default_factory=dict)
 
     def ports(self) -> dict[str, int]:
         ports = {item.listener.name: item.port for item in self.servers.items}
@@ -82,7 +86,52 @@ class Gateway:
             log.error("reload refused, keeping revision %s: %s", self.holder.current.revision, exc)
             return
         self.holder.swap(snapshot)
+        self._rebind_listeners(settings.listeners)
         log.info("reloaded: revision %s", snapshot.revision)
+
+    def _rebind_listeners(self, listeners: tuple[Listener, ...]) -> None:
+        """Apply what a reload can change on a running listener: its authentication settings
+        (JWT keys and JWKS, issuers, audience, lifetimes, claim names; mTLS identity roles).
+        Everything else about a listener (address, TLS files, surface, role, auth mode,
+        protocol, added or removed listeners) takes a restart, and says so in the log."""
+        fresh = {listener.name: listener for listener in listeners}
+        for item in [*self.servers.items, *self.mcp]:
+            old = item.listener
+            new = fresh.pop(old.name, None)
+            if new is None:
+                log.warning("listener %s left the config: it serves until a restart", old.name)
+                continue
+            if (new.auth, new.role, new.surface, new.protocol) != (
+                old.auth,
+                old.role,
+                old.surface,
+                old.protocol,
+            ):
+                log.warning(
+                    "listener %s: a new auth mode, role, surface or protocol takes a restart; "
+                    "it keeps serving as before",
+                    old.name,
+                )
+                continue
+            live = replace(old, jwt=new.jwt, mtls=new.mtls)
+            if live != new:
+                log.warning(
+                    "listener %s: changes besides authentication keys and claims (address, "
+                    "TLS, socket, admin settings) take a restart",
+                    old.name,
+                )
+            keys = _key_digest(live)
+            if live == old and keys == self.key_digests.get(old.name):
+                continue
+            try:
+                item.rebind(live)
+            except ValueError as exc:
+                log.error("listener %s keeps its authentication settings: %s", old.name, exc)
+                continue
+            self.key_digests[old.name] = keys
+            log.info("listener %s: authentication settings reloaded", old.name)
+        for name in fresh:
+            log.warning("listener %s is new in the config: starting it takes a restart", name)
 
     def _hmac_key(self) -> bytes:
         return self.settings.audit.hmac_key.encode()
@@ -105,6 +154,17 @@ class Gateway:
                 await self.redis.aclose()
         if self.redis_process is not None:
             self.redis_process.stop()
+
+
+def _key_digest(listener: Listener) -> str:
+    """SHA-256 of the JWKS file `listener` verifies with ("" without one; "?" unreadable)."""
+    jwt = listener.jwt
+    if jwt is None or not jwt.jwks_file:
+        return ""
+    try:
+        return hashlib.sha256(Path(jwt.jwks_file).read_bytes()).hexdigest()
+    except OSError:
+        return "?"
 
 
 async def _cancel_all(tasks: list[asyncio.Task[Any]], timeout_s: float = 5.0) -> None:
@@ -235,6 +295,7 @@ async def start(
         await telemetry.close()  # the previous tracer back, the metrics port free
         raise
     gw = Gateway(settings, holder, runtime, servers, pool, redis, process, telemetry=telemetry)
+    gw.key_digests = {listener.name: _key_digest(listener) for listener in settings.listeners}
     if any(x.protocol == "mcp" for x in settings.listeners):
         from gateway.mcp.server import start_mcp_listeners  # noqa: PLC0415 - HTTP stack if used
 

@@ -47,6 +47,13 @@ class ListenerServer:
     server: grpc.aio.Server
     health: health.HealthServicer
     port: int = 0
+    stage1: Stage1 | None = None
+
+    def rebind(self, listener: Listener) -> None:
+        """New authentication settings for this listener (a reload); ValueError keeps the old."""
+        if self.stage1 is not None:
+            self.stage1.rebind(listener)
+        self.listener = listener
 
 
 @dataclass
@@ -143,7 +150,7 @@ def build_listener(
     port = _bind(server, listener)
     if listener.address.startswith("unix://"):
         os.chmod(listener.address.removeprefix("unix://"), listener.socket_mode)
-    return ListenerServer(listener, server, health_servicer, port)
+    return ListenerServer(listener, server, health_servicer, port, stage1)
 
 
 async def start_listeners(

@@ -12,7 +12,7 @@ import grpc
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc
 from gateway import discovery, pipeline
 from gateway.approvals.convert import error_to_proto, to_proto
-from gateway.auth.base import AuthenticationFailed, Authenticator
+from gateway.auth.base import AuthenticationFailed, Authenticator, build_authenticator
 from gateway.call import Call, Runtime
 from gateway.errors import CapabilityError, Code
 from gateway.model import Actor
@@ -39,6 +39,13 @@ class Stage1:
         # Only certificate authentication reads the TLS auth context; building it per call
         # costs, so other listeners pass an empty one.
         self._tls_identity = listener.auth == "mtls"
+
+    def rebind(self, listener: Listener) -> None:
+        """Take the authenticator of `listener`: the same listener with new key material or
+        claim settings (a reload). Raises ValueError, as `build_authenticator`, and then keeps
+        the running one. Calls in flight finish with the authenticator they started with."""
+        self._auth = build_authenticator(listener)
+        self.listener = listener
 
     async def actor(self, context: grpc.aio.ServicerContext[Any, Any]) -> Actor:
         auth_context = context.auth_context() if self._tls_identity else {}

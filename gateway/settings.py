@@ -1,5 +1,6 @@
 """Process-level settings from the config file: listeners, upstreams, Redis, approvals, audit,
-telemetry. Listeners change only on restart; the rest is part of the reloadable snapshot.
+telemetry. Listeners change only on restart (their authentication settings excepted, which a
+reload swaps in place); the rest is part of the reloadable snapshot.
 """
 
 from __future__ import annotations

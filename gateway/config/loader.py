@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from gateway.config.checks import check_all
 from gateway.config.context import Ctx, mapping, resolve
 from gateway.config.env import substitute
 from gateway.config.problems import ConfigError, Problem
-from gateway.config.revision import digest, policy_files
+from gateway.config.revision import digest, key_files, policy_files
 from gateway.config.schema import schema_problems
 from gateway.config.source import LDict, SourceFile, config_files, merge, parse, problem_at
 from gateway.settings import Settings
@@ -67,8 +68,9 @@ def load_settings(path: str | Path, *, environ: Mapping[str, str] | None = None)
         raise ConfigError(problems, secrets=used)
 
     paths = [str(resolve(base, p)) for p in _policy_paths(root)]
-    revision = digest([(s.path, s.data) for s in sources], policy_files(paths))
-    return build_settings(root, base, source=str(config_path), revision=revision)
+    settings = build_settings(root, base, source=str(config_path), revision="")
+    watched = policy_files(paths) + key_files(settings.listeners)
+    return replace(settings, revision=digest([(s.path, s.data) for s in sources], watched))
 
 
 def read_sources(config_path: Path) -> list[SourceFile]:

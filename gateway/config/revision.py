@@ -12,6 +12,7 @@ import hashlib
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 SHORT_HASH = 16
 POLICY_SUFFIXES = (".yaml", ".yml")
@@ -36,6 +37,17 @@ def policy_files(paths: Iterable[str | Path]) -> list[Path]:
                 for n in sorted(names)
                 if not n.startswith(".") and n.endswith(POLICY_SUFFIXES)
             )
+    return found
+
+
+def key_files(listeners: Iterable[Any]) -> list[Path]:
+    """Verification-key files the listeners read (JWKS): part of the revision, so rotating a key
+    in the file is a change the watcher reloads, like an edit of the config itself."""
+    found: list[Path] = []
+    for listener in listeners:
+        jwt = getattr(listener, "jwt", None)
+        if jwt is not None and jwt.jwks_file:
+            found.append(Path(jwt.jwks_file))
     return found
 
 

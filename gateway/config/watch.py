@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from gateway.config.loader import load_settings
-from gateway.config.revision import digest, policy_files, read_file
+from gateway.config.revision import digest, key_files, policy_files, read_file
 from gateway.config.source import config_files
 from gateway.settings import Settings
 
@@ -102,8 +102,10 @@ class ConfigWatcher:
         """The revision the files on disk would have with the current policy paths."""
         exists = self._path.exists()
         config = [(p, read_file(p)) for p in config_files(self._path)] if exists else []
-        paths = self._good.policy_paths if self._good is not None else ()
-        return digest(config, policy_files(paths))
+        good = self._good
+        paths = good.policy_paths if good is not None else ()
+        keys = key_files(good.listeners) if good is not None else []
+        return digest(config, policy_files(paths) + keys)
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from gateway.auth.base import AuthenticationFailed, Authenticator
+from gateway.auth.base import AuthenticationFailed, Authenticator, build_authenticator
 from gateway.errors import CapabilityError
 from gateway.jsonvalue import parse_json
 from gateway.mcp import guard
@@ -135,6 +135,13 @@ class McpApp:
         self._scheme = scheme
         self._limits = limits
         self._metadata_paths = guard.metadata_paths(self._settings)
+        self._servers = guard.authorization_servers(self._settings, issuers)
+
+    def rebind(self, listener: Listener) -> None:
+        """Take the authenticator (and advertised issuers) of `listener`, reloaded; raises
+        ValueError as `build_authenticator` does, and then keeps the running one."""
+        self._auth = build_authenticator(listener)
+        issuers = listener.jwt.issuers if listener.jwt is not None else ()
         self._servers = guard.authorization_servers(self._settings, issuers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

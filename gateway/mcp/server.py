@@ -55,6 +55,13 @@ class McpListener:
     sock: socket.socket
     port: int
     main: asyncio.Task[None] | None = field(default=None)
+    app: McpApp | None = None
+
+    def rebind(self, listener: Listener) -> None:
+        """New authentication settings for this listener (a reload); ValueError keeps the old."""
+        if self.app is not None:
+            self.app.rebind(listener)
+        self.listener = listener
 
     async def stop(self, grace_s: float) -> None:
         self.server.config.timeout_graceful_shutdown = max(int(grace_s), 1)
@@ -131,7 +138,7 @@ async def start_mcp_listener(
     server.lifespan = config.lifespan_class(config)
     sock = _bind(listener.address)
     await server.startup(sockets=[sock])
-    item = McpListener(listener, server, sock, sock.getsockname()[1])
+    item = McpListener(listener, server, sock, sock.getsockname()[1], app=app)
     item.main = asyncio.create_task(server.main_loop(), name=f"mcp-{listener.name}")
     log.info(
         "listener %s (mcp, surface %s) on port %d%s",

@@ -1,0 +1,80 @@
+"""A reload applies new JWT keys to the MCP listener too (and to the gRPC listeners beside
+it), without restarting it: the old secret's tokens get 401, the new one's are served."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+
+import httpx2
+import jwt
+
+from examples.orders.server import serve as serve_orders
+from gateway.audit.sinks import MemorySink
+from gateway.config.loader import load_settings
+from gateway.redis_server import RedisProcess
+from gateway.serve import start
+from tests.gateway.conftest import gateway_environ
+from tests.mcp.conftest import HERE
+from tests.mcp.mcpkit import ACCEPT, AUDIENCE, PROTOCOL, request
+
+NEW_SECRET = "rotated-secret-0123456789-0123456789-xyz"
+
+
+def _bearer(secret: str) -> str:
+    now = int(time.time())
+    claims = {
+        "sub": "alice",
+        "kind": "user",
+        "roles": ["agent"],
+        "iss": "test-idp",
+        "aud": AUDIENCE,
+        "iat": now,
+        "exp": now + 600,
+    }
+    return "Bearer " + jwt.encode(claims, secret, algorithm="HS256", headers={"kid": "hs1"})
+
+
+async def _status(port: int, authorization: str) -> int:
+    async with httpx2.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=20) as http:
+        response = await http.post(
+            "/mcp",
+            json=request(
+                1,
+                "initialize",
+                {
+                    "protocolVersion": PROTOCOL,
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "1"},
+                },
+            ),
+            headers={"authorization": authorization, "accept": ACCEPT},
+        )
+        return response.status_code
+
+
+async def test_a_reload_rotates_the_mcp_listeners_keys(redis_server: RedisProcess) -> None:
+    orders, orders_port = await serve_orders("127.0.0.1:0")
+    environ = gateway_environ(
+        f"127.0.0.1:{orders_port}", redis_server.url, tempfile.mkdtemp(prefix="cg-")
+    )
+    old_secret = environ["TEST_JWT_SECRET"]
+    gw = await start(
+        load_settings(HERE / "gateway.yaml", environ=environ), extra_sinks=[MemorySink()]
+    )
+    try:
+        port = gw.ports()["mcp"]
+        assert await _status(port, _bearer(old_secret)) == 200
+        assert await _status(port, _bearer(NEW_SECRET)) == 401
+        rotated = load_settings(
+            HERE / "gateway.yaml", environ={**environ, "TEST_JWT_SECRET": NEW_SECRET}
+        )
+        await gw.reload(rotated)
+        assert gw.ports()["mcp"] == port  # the same listener, not a restart
+        assert await _status(port, _bearer(NEW_SECRET)) == 200
+        assert await _status(port, _bearer(old_secret)) == 401
+        listeners = {item.listener.name: item.listener for item in gw.servers.items}
+        assert listeners["agents"].jwt == rotated.listeners[0].jwt  # gRPC listeners too
+    finally:
+        await gw.stop(0.2)
+        await orders.stop(0)
