@@ -11,7 +11,6 @@ handlers call them inline with `context.invocation_metadata()`, `context.auth_co
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Final, Protocol, TypeAlias
 
 import grpc
@@ -133,15 +132,6 @@ def build_authenticator(listener: Listener) -> Authenticator:
     raise ValueError(f"listener {name!r}: unknown auth mode {listener.auth!r}")
 
 
-def _read(listener: Listener, path: str) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise ValueError(
-            f"listener {listener.name!r}: cannot read {path}: {exc.strerror or exc}"
-        ) from None
-
-
 def server_credentials(listener: Listener) -> grpc.ServerCredentials | None:
     """TLS credentials for `listener` (client certificates required when a client CA is set).
 
@@ -153,11 +143,11 @@ def server_credentials(listener: Listener) -> grpc.ServerCredentials | None:
         if listener.auth == "mtls" or ca_file is not None:
             raise ValueError(f"listener {listener.name!r}: mTLS needs a 'tls' section")
         return None
-    key = _read(listener, listener.tls.key_file)
-    cert = _read(listener, listener.tls.cert_file)
-    root = _read(listener, ca_file) if ca_file else None
-    # require_client_auth=True makes grpc verify the client chain against `root` during the
-    # handshake; MtlsAuthenticator relies on that (it reads identities, it does not verify).
-    return grpc.ssl_server_credentials(
-        [(key, cert)], root_certificates=root, require_client_auth=root is not None
-    )
+    # Imported here: gateway.auth.tls pulls in cryptography's x509, only TLS listeners need it.
+    from gateway.auth.tls import RotatingCertificates  # noqa: PLC0415
+
+    # With a client CA, grpc verifies the client chain against it during the handshake;
+    # MtlsAuthenticator relies on that (it reads identities, it does not verify). The files are
+    # re-read when they change, before the next handshake (gateway.auth.tls).
+    tls = listener.tls
+    return RotatingCertificates(listener.name, tls.cert_file, tls.key_file, ca_file).credentials()

@@ -11,12 +11,14 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import uvicorn
 
 from gateway.auth.base import build_authenticator
+from gateway.auth.tls import CertificateFiles
 from gateway.call import Runtime
 from gateway.mcp import guard
 from gateway.mcp.http import McpApp
@@ -56,6 +58,7 @@ class McpListener:
     port: int
     main: asyncio.Task[None] | None = field(default=None)
     app: McpApp | None = None
+    tls_watch: asyncio.Task[None] | None = None
 
     def rebind(self, listener: Listener) -> None:
         """New authentication settings for this listener (a reload); ValueError keeps the old."""
@@ -64,12 +67,25 @@ class McpListener:
         self.listener = listener
 
     async def stop(self, grace_s: float) -> None:
+        if self.tls_watch is not None:
+            self.tls_watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.tls_watch
         self.server.config.timeout_graceful_shutdown = max(int(grace_s), 1)
         self.server.should_exit = True
         if self.main is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self.main
         await self.server.shutdown(sockets=[self.sock])
+
+
+async def _watch_certificate(
+    files: CertificateFiles, context: ssl.SSLContext, interval_s: float = 1.0
+) -> None:
+    """Poll the listener's certificate files; a renewed matching pair serves new connections."""
+    while True:
+        await asyncio.sleep(interval_s)
+        files.refresh(context)
 
 
 def envelope_limits(settings: Settings) -> Limits:
@@ -140,6 +156,11 @@ async def start_mcp_listener(
     await server.startup(sockets=[sock])
     item = McpListener(listener, server, sock, sock.getsockname()[1], app=app)
     item.main = asyncio.create_task(server.main_loop(), name=f"mcp-{listener.name}")
+    if tls is not None and config.ssl is not None:
+        files = CertificateFiles(listener.name, tls.cert_file, tls.key_file)
+        item.tls_watch = asyncio.create_task(
+            _watch_certificate(files, config.ssl), name=f"mcp-{listener.name}-tls"
+        )
     log.info(
         "listener %s (mcp, surface %s) on port %d%s",
         listener.name,

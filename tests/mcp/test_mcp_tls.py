@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import os
 import ssl
+import time
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
 
 from gateway.mcp.server import envelope_limits, start_mcp_listener
 from gateway.settings import TlsSettings
-from tests.auth.authkit import cert_pem, issue, make_ca
+from tests.auth.authkit import cert_pem, issue, make_ca, private_pem
 from tests.mcp.mcpkit import ACCEPT, McpEnv, bearer, request
 
 pytestmark = pytest.mark.integration
@@ -52,5 +56,42 @@ async def test_a_tls_listener_serves_https_and_its_metadata_says_so(
             )
             assert accepted.status_code == 200
             assert accepted.json()["result"]["protocolVersion"] == "2025-11-25"
+    finally:
+        await served.stop(0.5)
+
+
+async def test_a_renewed_certificate_serves_new_connections_without_a_restart(
+    mcp_env: McpEnv, tmp_path: Path
+):
+    first, second = make_ca("first"), make_ca("second")
+    cert, key = issue(first, "capgate", ips=("127.0.0.1",)).write(tmp_path, "mcp")
+    gw = mcp_env.gw
+    plain = next(x for x in gw.settings.listeners if x.name == "mcp")
+    listener = dataclasses.replace(plain, name="mcp-rotating", tls=TlsSettings(cert, key))
+    served = await start_mcp_listener(
+        listener, lambda: gw.holder.current, gw.runtime, limits=envelope_limits(gw.settings)
+    )
+    metadata = f"https://127.0.0.1:{served.port}/.well-known/oauth-protected-resource/mcp"
+
+    async def trusted_by(ca: Any) -> bool:
+        trust = ssl.create_default_context(cadata=cert_pem(ca.cert).decode())
+        async with httpx2.AsyncClient(verify=trust, timeout=5) as http:  # a new connection
+            try:
+                return (await http.get(metadata)).status_code == 200
+            except httpx2.ConnectError:
+                return False
+
+    try:
+        assert await trusted_by(first)
+        renewed = issue(second, "capgate", ips=("127.0.0.1",))
+        # Key first, then certificate: in between the pair does not match and is not taken.
+        for path, data in ((key, private_pem(renewed.key)), (cert, cert_pem(renewed.cert))):
+            Path(path + ".new").write_bytes(data)  # noqa: ASYNC240 - a small test file
+            os.replace(path + ".new", path)
+        deadline = time.monotonic() + 10
+        while not await trusted_by(second):
+            assert time.monotonic() < deadline, "the renewed certificate was never served"
+            await asyncio.sleep(0.2)
+        assert not await trusted_by(first)
     finally:
         await served.stop(0.5)

@@ -1,0 +1,147 @@
+"""TLS server certificates that rotate without a restart.
+
+cert-manager, Vault agents and mounted Kubernetes Secrets replace certificate files in place
+(a Secret swaps its `..data` symlink). gRPC asks `RotatingCertificates.fetch` before each new TLS
+handshake; it answers with a new configuration when the files changed and load as a matching
+set (the certificate's public key is the private key's, the client CA bundle parses), and with
+None (keep serving the current one) otherwise. A half-written rotation, say the certificate
+replaced before its key, is therefore never served: the next handshake after the key lands picks
+the pair up. Connections already open keep the certificate they were made with.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import ssl
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import grpc
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+log = logging.getLogger("capgate.tls")
+
+_Stamp = tuple[tuple[int, int, int] | None, ...]
+
+
+def _stamp(files: Sequence[str]) -> _Stamp:
+    """What identifies the current content of each file, cheaply (one stat each)."""
+    out: list[tuple[int, int, int] | None] = []
+    for path in files:
+        try:
+            st = os.stat(path)  # follows symlinks: a Secret's ..data swap changes the target
+        except OSError:
+            out.append(None)
+        else:
+            out.append((st.st_ino, st.st_mtime_ns, st.st_size))
+    return tuple(out)
+
+
+def _spki(key: object) -> bytes:
+    return key.public_bytes(  # type: ignore[attr-defined, no-any-return]
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+def check_pair(cert_pem: bytes, key_pem: bytes) -> None:
+    """ValueError unless the chain's first certificate is the private key's."""
+    certs = x509.load_pem_x509_certificates(cert_pem)
+    key = serialization.load_pem_private_key(key_pem, password=None)
+    if _spki(certs[0].public_key()) != _spki(key.public_key()):
+        raise ValueError("the certificate does not belong to the private key")
+
+
+class RotatingCertificates:
+    """One listener's certificate, key and optional client CA, reloaded when they change."""
+
+    def __init__(self, listener: str, cert_file: str, key_file: str, ca_file: str | None):
+        self._listener = listener
+        self._cert_file, self._key_file, self._ca_file = cert_file, key_file, ca_file
+        self._files = (cert_file, key_file, *((ca_file,) if ca_file else ()))
+        self._lock = threading.Lock()
+        self._stamp = _stamp(self._files)
+        self._refused: _Stamp | None = None
+        self.initial = self._load()  # ValueError: the listener does not start
+
+    def _read(self, path: str) -> bytes:
+        try:
+            return Path(path).read_bytes()
+        except OSError as exc:
+            raise ValueError(
+                f"listener {self._listener!r}: cannot read {path}: {exc.strerror or exc}"
+            ) from None
+
+    def _load(self) -> grpc.ServerCertificateConfiguration:
+        cert, key = self._read(self._cert_file), self._read(self._key_file)
+        root = self._read(self._ca_file) if self._ca_file else None
+        try:
+            check_pair(cert, key)
+            if root is not None:
+                x509.load_pem_x509_certificates(root)
+        except ValueError as exc:
+            # The message names the files, never their contents.
+            raise ValueError(f"listener {self._listener!r}: TLS files: {exc}") from None
+        return grpc.ssl_server_certificate_configuration([(key, cert)], root_certificates=root)
+
+    def fetch(self) -> grpc.ServerCertificateConfiguration | None:
+        """Called by gRPC before each new handshake: a new configuration, or None to keep."""
+        try:
+            stamp = _stamp(self._files)
+            with self._lock:
+                if stamp in (self._stamp, self._refused):
+                    return None
+                try:
+                    config = self._load()
+                except ValueError as exc:
+                    self._refused = stamp  # said once per distinct state of the files
+                    log.warning("%s; keeping the certificate in use", exc)
+                    return None
+                self._stamp, self._refused = stamp, None
+        except Exception:  # never let a handshake fail because of the check itself
+            log.exception("listener %s: TLS file check failed", self._listener)
+            return None
+        log.info("listener %s: TLS certificate reloaded", self._listener)
+        return config
+
+    def credentials(self) -> grpc.ServerCredentials:
+        """Server credentials that call `fetch` before each handshake (client certificates
+        required, and verified against the CA bundle, when there is one)."""
+        return grpc.dynamic_ssl_server_credentials(
+            self.initial,
+            self.fetch,
+            require_client_authentication=self._ca_file is not None,
+        )
+
+
+class CertificateFiles:
+    """A certificate and key pair for an `ssl.SSLContext` (the MCP listener, served by uvicorn):
+    `refresh` reloads the pair into the context when the files changed and match, so the next
+    handshake presents it (`SSLContext.load_cert_chain` replaces the chain for new connections)."""
+
+    def __init__(self, listener: str, cert_file: str, key_file: str) -> None:
+        self._listener, self._cert_file, self._key_file = listener, cert_file, key_file
+        self._stamp = _stamp((cert_file, key_file))
+        self._refused: _Stamp | None = None
+
+    def refresh(self, context: ssl.SSLContext) -> bool:
+        """True when the context took a new pair."""
+        stamp = _stamp((self._cert_file, self._key_file))
+        if stamp in (self._stamp, self._refused):
+            return False
+        try:
+            check_pair(Path(self._cert_file).read_bytes(), Path(self._key_file).read_bytes())
+            context.load_cert_chain(self._cert_file, self._key_file)
+        except (OSError, ValueError, ssl.SSLError) as exc:
+            self._refused = stamp
+            log.warning(
+                "listener %s: TLS files: %s; keeping the certificate in use",
+                self._listener,
+                type(exc).__name__ if isinstance(exc, ssl.SSLError) else exc,
+            )
+            return False
+        self._stamp, self._refused = stamp, None
+        log.info("listener %s: TLS certificate reloaded", self._listener)
+        return True
