@@ -32,6 +32,7 @@ DESCRIPTIONS = {
     "audit_strict_p3": "Invoke, 3 policies, strict audit (awaits capability.started in Redis)",
     "check": "Check alone (stages 3-7, 3 policies)",
     "opa": "OPA decision API, the same 3 decisions (HTTP/1.1 keep-alive)",
+    "direct_go": "the upstream (an almost empty grpc.aio handler), driven by bench/goload",
     "proxy_go": "the bare proxy, driven by bench/goload (Go, grpc-go)",
     "governed_p3_go": "governed_p3, driven by bench/goload (Go, grpc-go)",
     "check_go": "Check alone, driven by bench/goload (Go, grpc-go)",
@@ -186,6 +187,10 @@ def _check_vs_opa(
         row["p50_ratio"] = _ratio(row["check_p50_ms"], row["opa_p50_ms"])
         row["throughput_ratio"] = _ratio(row["check_calls_per_s"], row["opa_calls_per_s"])
         row["server_cpu_ratio"] = _ratio(row["check_server_cpu_us"], row["opa_server_cpu_us"])
+        # The floor: the upstream, an almost empty grpc.aio handler, under the same generator.
+        row["grpc_aio_floor_p50_ms"] = _fig(sc, f"direct{suffix}", lvl, "p50_ms")
+        row["grpc_aio_floor_server_cpu_us"] = _fig(sc, f"direct{suffix}", lvl, "server_cpu_us")
+        row["floor_vs_opa_p50"] = _ratio(row["grpc_aio_floor_p50_ms"], row["opa_p50_ms"])
         out[str(lvl)] = row
     out["p50_ratio"] = out[str(levels[0])]["p50_ratio"]
     out["throughput_ratio"] = out[str(levels[-1])]["throughput_ratio"]
@@ -298,6 +303,13 @@ def markdown(report: dict[str, Any]) -> str:
             f"- Check / OPA p50: {_cell(cvo['p50_ratio'])}; calls/s: "
             f"{_cell(cvo['throughput_ratio'])} ({cvo['generator']})"
         )
+        first = cvo[str(report["governed_vs_proxy_p50_concurrency"])]
+        if first.get("floor_vs_opa_p50") is not None:
+            lines.append(
+                f"- the floor: an almost empty grpc.aio handler (the upstream) answers at p50 "
+                f"{_cell(first['grpc_aio_floor_p50_ms'])} ms, x{_cell(first['floor_vs_opa_p50'])} "
+                "OPA's, under the same generator"
+            )
         py = cvo.get("python_generator")
         if py:
             lines.append(

@@ -138,6 +138,12 @@ def run_level(job: Job, t: Targets, level: int, *, last: bool) -> None:
     # (issue 8), and the hop ratios with a client that costs a fifth of grpc.aio's CPU.
     go = {"generator": "go"}
     job(
+        "direct_go",
+        level,
+        {**unary(t.upstream, PROCEDURE, proc_req, "procedure"), **go},
+        server=(t.upstream_pid,),
+    )
+    job(
         "proxy_go",
         level,
         {**unary(t.proxy, PROCEDURE, proc_req, "procedure"), **go},

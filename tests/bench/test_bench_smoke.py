@@ -43,6 +43,7 @@ SCENARIOS = (
     "approval",
     "workers_1",
     "workers_2",
+    "direct_go",
     "proxy_go",  # bench/goload, the Go generator (built with the machine's Go toolchain)
     "governed_p3_go",
     "check_go",
