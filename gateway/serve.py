@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -359,10 +360,25 @@ async def _serve(args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    orphan = None
+    if args.worker_index is not None:
+        orphan = asyncio.create_task(_stop_when_orphaned(stop), name="supervisor-watch")
     await stop.wait()
+    if orphan is not None:
+        orphan.cancel()
     log.info("draining")
     await gw.stop(args.grace)
     return 0
+
+
+async def _stop_when_orphaned(stop: asyncio.Event, interval_s: float = 1.0) -> None:
+    """A `--workers` worker drains and exits when its supervisor is gone (killed without the
+    chance to forward SIGTERM): it is re-parented, so its parent pid changes."""
+    parent = os.getppid()
+    while os.getppid() == parent:  # noqa: ASYNC110 - no event tells of a parent exiting
+        await asyncio.sleep(interval_s)
+    log.warning("supervisor (pid %d) is gone: draining this worker", parent)
+    stop.set()
 
 
 def main(argv: Sequence[str]) -> int:

@@ -136,6 +136,9 @@ def metrics_data(metrics: Metrics, resource: Resource, start_ns: int) -> Metrics
     return MetricsData([ResourceMetrics(resource, [ScopeMetrics(_SCOPE, out, "")], "")])
 
 
+FINAL_PUSH_TIMEOUT_S = 2.0
+
+
 class OtlpMetricsPusher:
     """Pushes the snapshot every interval from a background task (the export itself runs in a
     thread: the OTLP exporter is synchronous)."""
@@ -163,24 +166,29 @@ class OtlpMetricsPusher:
             await asyncio.sleep(self.interval_s)
             await self.push()
 
-    async def push(self) -> None:
+    async def push(self, timeout_s: float | None = None) -> None:
         data = metrics_data(self._metrics, self._resource, self._start_ns)
         try:
-            await asyncio.to_thread(self._export, data)
+            await asyncio.to_thread(self._export, data, timeout_s)
         except Exception as exc:  # a collector outage must not stop the loop
             log.warning("OTLP metrics export failed: %s", type(exc).__name__)
 
-    def _export(self, data: MetricsData) -> None:
+    def _export(self, data: MetricsData, timeout_s: float | None) -> None:
         with self._lock:  # one export at a time (the final push may race the periodic one)
-            self._exporter.export(data)
+            if timeout_s is None:
+                self._exporter.export(data)
+            else:
+                self._exporter.export(data, timeout_millis=timeout_s * 1000)
 
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        await self.push()
-        await asyncio.to_thread(self._exporter.shutdown)
+        # Bounded: metrics are cumulative, the next process reports them again; a collector
+        # that is down must not hold a terminating pod (its retries would take ~10 s).
+        await self.push(timeout_s=FINAL_PUSH_TIMEOUT_S)
+        await asyncio.to_thread(self._exporter.shutdown, timeout_millis=FINAL_PUSH_TIMEOUT_S * 1000)
 
 
 def _interval_from_env() -> float:

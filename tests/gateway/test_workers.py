@@ -216,3 +216,58 @@ def test_two_workers_listen_on_one_port_and_stop_together(
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # A zombie (exited, not yet reaped by its new parent) is gone for our purpose.
+    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    return state == "Z"
+
+
+@pytest.mark.integration
+@pytest.mark.e2e
+@pytest.mark.timeout(180)
+def test_workers_drain_and_exit_when_the_supervisor_is_killed(
+    tmp_path: Path, redis_server: RedisProcess
+) -> None:
+    """SIGKILL leaves the supervisor no chance to forward SIGTERM: the workers notice they
+    were re-parented and drain on their own instead of serving as orphans."""
+    ready = tmp_path / "ready.json"
+    config = _config(tmp_path, redis_url=redis_server.url, port=free_port())
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gateway.cli",
+            "serve",
+            "--config",
+            str(config),
+            "--workers",
+            "2",
+            "--ready-file",
+            str(ready),
+            "--no-watch",
+            "--grace",
+            "1",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    pids: list[int] = []
+    try:
+        pids = _wait_ready(proc, ready)["pids"]
+        proc.kill()
+        proc.wait(10)
+        deadline = time.monotonic() + 30
+        while not all(_gone(pid) for pid in pids):
+            assert time.monotonic() < deadline, "orphaned workers kept running"
+            time.sleep(0.2)
+    finally:
+        for pid in pids:
+            if not _gone(pid):
+                os.kill(pid, signal.SIGKILL)
