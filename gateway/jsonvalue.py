@@ -32,17 +32,20 @@ def _too_large(message: str) -> CapabilityError:
     return CapabilityError(Code.INPUT_TOO_LARGE, reason=message)
 
 
-def scan(value: Any, limits: Limits) -> tuple[int, bool]:
+def scan(value: Any, limits: Limits, *, strings_bounded: bool = False) -> tuple[int, bool]:
     """Check the limits over a parsed value, without recursion or path building (hot path).
 
     Returns (object keys seen, saw a float that may be an out-of-range integer). Messages name
-    the limit, never a key or a value: keys are caller data too.
+    the limit, never a key or a value: keys are caller data too. `strings_bounded`: the caller
+    knows no string or key can be over the limit (the whole JSON text is not longer than it),
+    so only containers and numbers are looked at.
     """
     max_depth, max_list, max_str = (
         limits.max_depth,
         limits.max_list_length,
         limits.max_string_length,
     )
+    check_str = not strings_bounded
     keys, suspicious = 0, False
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
@@ -54,9 +57,8 @@ def scan(value: Any, limits: Limits) -> tuple[int, bool]:
             if kind is dict:
                 keys += len(node)
                 children = node.values()
-                for k in node:
-                    if len(k) > max_str:
-                        raise _too_large(f"a key longer than {max_str} characters")
+                if check_str and node and max(map(len, node)) > max_str:
+                    raise _too_large(f"a key longer than {max_str} characters")
             else:
                 if len(node) > max_list:
                     raise _too_large(f"a list longer than {max_list}")
@@ -66,12 +68,12 @@ def scan(value: Any, limits: Limits) -> tuple[int, bool]:
                 if t is dict or t is list:
                     stack.append((child, depth + 1))
                 elif t is str:
-                    if len(child) > max_str:
+                    if check_str and len(child) > max_str:
                         raise _too_large(f"a string longer than {max_str}")
                 elif t is float and (child >= 9.2e18 or child <= -9.2e18):
                     suspicious = True
         elif kind is str:
-            if len(node) > max_str:
+            if check_str and len(node) > max_str:
                 raise _too_large(f"a string longer than {max_str}")
         elif kind is float and (node >= 9.2e18 or node <= -9.2e18):
             suspicious = True
@@ -98,7 +100,8 @@ def parse_json(raw: bytes, limits: Limits, *, what: str = "input") -> Any:
         if "infinity" in str(exc):
             reason = "number out of range"
         raise _invalid("$", f"{what} is {reason}" if reason.startswith("not") else reason) from None
-    keys, suspicious = scan(value, limits)
+    # A string has at most as many characters as the JSON text has bytes.
+    keys, suspicious = scan(value, limits, strings_bounded=len(raw) <= limits.max_string_length)
     # Without a backslash no quote can be escaped, so a plain pattern counts the keys.
     key_ends = _KEY_END if b"\\" in raw else _KEY_END_PLAIN
     if keys and keys != len(key_ends.findall(raw)):
