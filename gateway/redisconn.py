@@ -15,6 +15,7 @@ that decides which redis-py exceptions mean "Redis is unavailable".
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -60,6 +61,15 @@ _UNAVAILABLE: Final[tuple[type[BaseException], ...]] = (
 
 class RedisUnavailable(Exception):
     """Redis could not be reached or answered that it cannot serve now (retryable)."""
+
+
+def raise_if_cancelling() -> None:
+    """Honour a cancellation a library absorbed: redis-py turns a `CancelledError` raised
+    inside a command into a connection error, so a background loop that survives errors would
+    otherwise keep running after being cancelled (and whoever awaits it, for ever)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 @contextmanager

@@ -31,7 +31,7 @@ from gateway.idempotency import RedisIdempotencyStore
 from gateway.notify.sink import WebhookNotifier, snapshot_facts
 from gateway.outputexpr import OutputExprError
 from gateway.redis_server import RedisProcess
-from gateway.redisconn import connect
+from gateway.redisconn import connect, raise_if_cancelling
 from gateway.server import READY_SERVICE, REDIS_SERVICE, Servers, start_listeners
 from gateway.settings import Listener, Settings
 from gateway.snapshot import SnapshotError, SnapshotHolder, build_snapshot
@@ -188,7 +188,6 @@ async def _cancel_all(tasks: list[asyncio.Task[Any]], timeout_s: float = 5.0) ->
 
 
 async def _redis_health(gw: Gateway) -> None:
-    this = asyncio.current_task()
     while True:
         ok = True
         try:
@@ -202,10 +201,7 @@ async def _redis_health(gw: Gateway) -> None:
         if ok and gw.runtime.approvals is not None:
             with contextlib.suppress(Exception):
                 await gw.runtime.approvals.expire_sweep(gw.runtime.wall())
-        if this is not None and this.cancelling():
-            # redis-py turns a cancellation inside a command into a connection error, which
-            # the line above suppresses: honour the pending cancel here.
-            raise asyncio.CancelledError
+        raise_if_cancelling()  # the suppress above may have swallowed a cancellation
         await asyncio.sleep(2.0)
 
 

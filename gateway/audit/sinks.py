@@ -25,6 +25,7 @@ from typing import IO, Any, Protocol
 
 import orjson
 
+from gateway.redisconn import raise_if_cancelling
 from gateway.telemetry import metrics
 
 log = logging.getLogger("capgate.audit")
@@ -188,6 +189,7 @@ class AuditLog:
             finally:
                 for _ in batch:
                     queue.task_done()
+            raise_if_cancelling()  # a sink error may have been a cancellation in disguise
 
     async def _write(self, batch: list[_Item]) -> None:
         events = [event for event, _ in batch]

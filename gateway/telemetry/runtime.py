@@ -23,6 +23,7 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from gateway.redisconn import raise_if_cancelling
 from gateway.settings import TelemetrySettings
 from gateway.telemetry import tracing
 from gateway.telemetry.export import OtlpMetricsPusher, PrometheusEndpoint
@@ -82,6 +83,7 @@ async def _poll(gauge: Gauge, fetch: Callable[[], Awaitable[float]], interval_s:
             gauge.set(float(await fetch()))
         except Exception as exc:  # a Redis blip leaves the last value
             log.debug("gauge %s not refreshed: %s", gauge.name, type(exc).__name__)
+            raise_if_cancelling()
         await asyncio.sleep(interval_s)
 
 
