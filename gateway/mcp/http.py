@@ -21,17 +21,18 @@ from starlette.types import Receive, Scope, Send
 from gateway.auth.base import AuthenticationFailed, Authenticator, build_authenticator
 from gateway.errors import CapabilityError
 from gateway.jsonvalue import parse_json
-from gateway.mcp import guard
+from gateway.mcp import guard, modern
 from gateway.mcp.jsonrpc import (
     INVALID_REQUEST,
     PARSE_ERROR,
+    Message,
     RpcError,
     error,
     parse_message,
     request_id,
     result,
 )
-from gateway.mcp.protocol import SESSIONLESS, SUPPORTED_VERSIONS, McpHandler
+from gateway.mcp.protocol import SERVER_INFO, SESSIONLESS, SUPPORTED_VERSIONS, McpHandler, Reply
 from gateway.mcp.sessions import Session, SessionStore
 from gateway.model import Actor, Limits
 from gateway.settings import Listener, McpSettings
@@ -253,12 +254,24 @@ class McpApp:
             message = parse_message(value)
         except RpcError as err:
             return _json(400, error(request_id(value), err))
+        version = request.headers.get(modern.VERSION_HEADER)
+        if modern.is_modern(version, SUPPORTED_VERSIONS):
+            return await self._post_modern(request, actor, message, encoding)
         if message.kind != "request" or message.method not in SESSIONLESS:
             session = self._session(request, actor)
             if isinstance(session, Response):
                 return session
         if message.kind != "request":
             return Response(None, 202)  # notifications and responses: accepted, no body
+        try:
+            reply = await self._handle(request, message, actor)
+        except RpcError as err:
+            return _encode(error(message.id, err), encoding, {})
+        headers = {"mcp-session-id": reply.session_id} if reply.session_id else {}
+        return _encode(result(message.id, reply.result), encoding, headers)
+
+    async def _handle(self, request: Request, message: Message, actor: Actor) -> Reply:
+        """The handler's reply under the request's SERVER span (W3C context from headers)."""
         traceparent = request.headers.get("traceparent", "")
         carrier = [
             (k, request.headers[k]) for k in ("traceparent", "tracestate") if k in request.headers
@@ -269,12 +282,38 @@ class McpApp:
             "mcp.method.name": message.method,
         }
         with tracing.server_span(message.method, tracing.extract(tuple(carrier)), attributes):
-            try:
-                reply = await self._handler.handle(message, actor, traceparent=traceparent)
-            except RpcError as err:
-                return _encode(error(message.id, err), encoding, {})
-        headers = {"mcp-session-id": reply.session_id} if reply.session_id else {}
-        return _encode(result(message.id, reply.result), encoding, headers)
+            return await self._handler.handle(
+                message,
+                actor,
+                traceparent=traceparent,
+                stateless=modern.is_modern(
+                    request.headers.get(modern.VERSION_HEADER), SUPPORTED_VERSIONS
+                ),
+            )
+
+    async def _post_modern(
+        self, request: Request, actor: Actor, message: Message, encoding: Encoding
+    ) -> Response:
+        """One request of the stateless era (gateway/mcp/modern.py): no session, the version
+        and capabilities in `_meta`, headers that must agree with the body."""
+        requested = request.headers.get(modern.VERSION_HEADER, "")
+        if message.kind != "request":
+            # No client notification means anything in this era; one at a version not spoken
+            # here is told so, like a request.
+            if requested not in modern.MODERN_VERSIONS:
+                err = modern.unsupported(requested, SUPPORTED_VERSIONS)
+                return _json(modern.status_of(err.code), error(None, err))
+            return Response(None, 202)
+        try:
+            modern.classify(message.method, message.params, request.headers, SUPPORTED_VERSIONS)
+            reply = await self._handle(request, message, actor)
+        except RpcError as err:
+            status = modern.status_of(err.code)
+            if status != 200:
+                return _json(status, error(message.id, err))
+            return _encode(error(message.id, err), encoding, {})
+        shaped = modern.shape(message.method, reply.result, SERVER_INFO)
+        return _encode(result(message.id, shaped), encoding, {})
 
 
 def _peer(request: Request) -> str:

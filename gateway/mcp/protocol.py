@@ -3,9 +3,10 @@
 `initialize` negotiates the version and opens a session; `tools/list` is Describe for the
 listener's surface; `tools/call` is Invoke; `capgate_approval_status` checks or resumes the
 caller's own approval (Resume; nothing here can decide one); `ping`; and `server/discover`
-(2026-07-28) is answered with the handshake-era versions spoken here, which tells a modern
-client to fall back to `initialize` (ADR 0010). The actor always comes from the listener's
-authentication (SI-3) and the surface from the listener (SI-2).
+lists both eras' versions. Stateless 2026-07-28 requests reach the same methods without a
+session (gateway/mcp/modern.py), where `initialize` and `ping` no longer exist (ADR 0010). The
+actor always comes from the listener's authentication (SI-3) and the surface from the listener
+(SI-2).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from gateway.errors import CapabilityError, Code, InputIssue
 from gateway.jsonvalue import dumps
 from gateway.mcp import tools
 from gateway.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, UNKNOWN_TOOL, Message, RpcError
+from gateway.mcp.modern import MODERN_VERSIONS
 from gateway.mcp.names import APPROVAL_TOOL, ToolTable, build_table
 from gateway.mcp.sessions import SessionStore
 from gateway.model import Actor
@@ -35,6 +37,7 @@ log = logging.getLogger("capgate.mcp")
 
 SUPPORTED_VERSIONS: Final = ("2025-11-25", "2025-06-18")  # newest first
 SESSIONLESS: Final = frozenset({"initialize", "server/discover"})
+_HANDSHAKE_ONLY: Final = frozenset({"initialize", "ping"})
 _INVALID_PARAMS: Final = RpcError(INVALID_PARAMS, "Invalid params.")
 _MAX_META_TEXT: Final = 256
 _NOT_STARTED: Final = types_pb2.EXECUTION_STATE_NOT_STARTED
@@ -89,9 +92,14 @@ class McpHandler:
         self._status_tool = self._settings.approval_tool and runtime.approvals is not None
         self._catalog: Catalog | None = None
 
-    async def handle(self, message: Message, actor: Actor, *, traceparent: str = "") -> Reply:
-        """One request's result; `RpcError` for JSON-RPC errors."""
+    async def handle(
+        self, message: Message, actor: Actor, *, traceparent: str = "", stateless: bool = False
+    ) -> Reply:
+        """One request's result; `RpcError` for JSON-RPC errors. `stateless`: a 2026-07-28
+        request (gateway/mcp/modern.py), where the handshake and `ping` no longer exist."""
         method = message.method
+        if stateless and method in _HANDSHAKE_ONLY:
+            raise RpcError(METHOD_NOT_FOUND, "Method not found.")
         if method == "initialize":
             return self._initialize(message.params, actor)
         if method == "ping":
@@ -114,6 +122,15 @@ class McpHandler:
         # Version negotiation: the client's version when spoken here, else the newest one.
         version = requested if requested in SUPPORTED_VERSIONS else SUPPORTED_VERSIONS[0]
         session = self._sessions.open(actor.identity, version)
+        result = {
+            "protocolVersion": version,
+            "capabilities": self._capabilities(),
+            "serverInfo": SERVER_INFO,
+            "instructions": self._instructions(),
+        }
+        return Reply(result, session_id=session.id)
+
+    def _instructions(self) -> str:
         instructions = (
             "Tools are capabilities governed by capgate. A refused call returns an error result "
             "whose structuredContent.code says why."
@@ -123,21 +140,16 @@ class McpHandler:
                 " A call may instead say it awaits human approval: tell the user, and once it is "
                 f"decided call {APPROVAL_TOOL} with the approval id to run it."
             )
-        result = {
-            "protocolVersion": version,
-            "capabilities": self._capabilities(),
-            "serverInfo": SERVER_INFO,
-            "instructions": instructions,
-        }
-        return Reply(result, session_id=session.id)
+        return instructions
 
     def _discover(self) -> dict[str, Any]:
-        # 2026-07-28 clients probe with server/discover; listing only handshake-era versions
-        # makes them use initialize (the dual-era rule), the one lifecycle spoken here.
+        # Both eras are spoken: a 2026-07-28 client adopts the stateless revision, an older
+        # one keeps to initialize (the dual-era rule).
         return {
-            "supportedVersions": list(SUPPORTED_VERSIONS),
+            "supportedVersions": [*MODERN_VERSIONS, *SUPPORTED_VERSIONS],
             "capabilities": self._capabilities(),
             "serverInfo": SERVER_INFO,
+            "instructions": self._instructions(),
             "resultType": "complete",
             "ttlMs": 0,
             "cacheScope": "private",

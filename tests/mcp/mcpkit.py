@@ -44,12 +44,13 @@ class McpEnv:
         return f"http://127.0.0.1:{self.port}/mcp"
 
     @asynccontextmanager
-    async def client(self, actor: str = "alice") -> AsyncIterator[Client]:
-        """The SDK's high-level client over Streamable HTTP with `actor`'s bearer token."""
+    async def client(self, actor: str = "alice", mode: str = "auto") -> AsyncIterator[Client]:
+        """The SDK's high-level client over Streamable HTTP with `actor`'s bearer token;
+        `mode="auto"` adopts the stateless 2026-07-28 revision, `"legacy"` the handshake."""
         headers = {"authorization": bearer(actor)}
         async with (
             httpx2.AsyncClient(headers=headers, timeout=20) as http,
-            Client(streamable_http_client(self.url, http_client=http)) as client,
+            Client(streamable_http_client(self.url, http_client=http), mode=mode) as client,
         ):
             yield client
 

@@ -20,12 +20,20 @@ pytestmark = pytest.mark.integration
 REFUND = "/orders.v1.Orders/RefundOrder"
 
 
-async def test_the_sdk_probes_discover_then_initializes_a_handshake_version(mcp_env: McpEnv):
+async def test_the_sdk_probes_discover_and_adopts_the_stateless_revision(mcp_env: McpEnv):
     async with mcp_env.client() as client:
-        assert client.protocol_version == "2025-11-25"
+        assert client.protocol_version == "2026-07-28"
         assert client.server_info is not None
         assert client.server_info.name == "capgate"
         assert client.server_capabilities.tools is not None
+        assert {t.name for t in (await client.list_tools()).tools} >= {"orders_get"}
+
+
+async def test_a_handshake_era_sdk_client_still_initializes(mcp_env: McpEnv):
+    async with mcp_env.client(mode="legacy") as client:
+        assert client.protocol_version == "2025-11-25"
+        result = await client.call_tool("orders_get", {"order_id": "o-1001"})
+        assert not result.is_error
 
 
 async def test_list_is_describe_for_the_mcp_surface(mcp_env: McpEnv):

@@ -172,10 +172,12 @@ async def test_protocol_versions_are_negotiated_and_checked(mcp_env: McpEnv):
         assert unknown.json()["result"]["protocolVersion"] == "2025-11-25"  # our newest
         session = older.headers["mcp-session-id"]
         ping = request(3, "ping")
+        # A version no handshake era knows takes the stateless path, whose first check (the
+        # request's own `_meta` envelope) refuses this session-era ping.
         bad = session_headers(session, **{"mcp-protocol-version": "1999-01-01"})
         refused = await http.post("/mcp", json=ping, headers=bad)
         assert refused.status_code == 400
-        assert refused.json()["error"]["data"] == {"supported": ["2025-11-25", "2025-06-18"]}
+        assert refused.json()["error"]["code"] == -32602
         other = session_headers(session, **{"mcp-protocol-version": "2025-11-25"})
         assert (await http.post("/mcp", json=ping, headers=other)).status_code == 400
         headers = session_headers(session)
@@ -183,20 +185,16 @@ async def test_protocol_versions_are_negotiated_and_checked(mcp_env: McpEnv):
         assert (await http.post("/mcp", json=ping, headers=headers)).status_code == 200
 
 
-async def test_server_discover_lists_only_handshake_versions(mcp_env: McpEnv):
+async def test_server_discover_lists_both_eras(mcp_env: McpEnv):
     async with mcp_env.http() as http:
         found = await http.post(
             "/mcp",
             json=request(4, "server/discover"),
-            headers={
-                "authorization": bearer("alice"),
-                "accept": ACCEPT,
-                "mcp-protocol-version": "2026-07-28",
-            },
+            headers={"authorization": bearer("alice"), "accept": ACCEPT},
         )
     assert found.status_code == 200
     result = found.json()["result"]
-    assert result["supportedVersions"] == ["2025-11-25", "2025-06-18"]
+    assert result["supportedVersions"] == ["2026-07-28", "2025-11-25", "2025-06-18"]
     assert result["capabilities"] == {"tools": {"listChanged": False}}
 
 
