@@ -216,13 +216,18 @@ async def script(demo: Demo) -> None:
 
 
 def mcp_post(
-    url: str, token: str, body: dict[str, Any], session: str | None = None
+    url: str,
+    token: str,
+    body: dict[str, Any],
+    session: str | None = None,
+    extra: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], str | None]:
     """One JSON-RPC message to the MCP listener, as any MCP client sends it."""
     headers = {
         "authorization": f"Bearer {token}",
         "content-type": "application/json",
         "accept": "application/json, text/event-stream",
+        **(extra or {}),
     }
     if session:
         headers |= {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
@@ -252,7 +257,25 @@ async def mcp_script(demo: Demo, url: str) -> None:
     )
     hidden, _ = await rpc("tools/call", {"name": "admin_orders_purge", "arguments": {}}, session)
     unknown, _ = await rpc("tools/call", {"name": "no_such_tool", "arguments": {}}, session)
+    # The stateless 2026-07-28 revision: no session, the version and capabilities in _meta.
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    stateless, opened = await asyncio.to_thread(
+        mcp_post,
+        url,
+        token,
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta}},
+        None,
+        {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list"},
+    )
+    modern = [t["name"] for t in stateless.get("result", {}).get("tools", [])]
     checks = [
+        (
+            "the stateless 2026-07-28 revision lists the same tools, without a session",
+            modern == names and opened is None,
+        ),
         (
             "tools/call orders_get completes (structuredContent)",
             got.get("result", {}).get("isError") is False and "structuredContent" in got["result"],
