@@ -4,9 +4,11 @@ loopback), a real Redis, and clients per listener. Shared by the corpus and the 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -30,11 +32,29 @@ ACTORS: dict[str, dict[str, Any]] = {
 }
 
 
-def token(name: str, *, audience: str = "capgate", lifetime: int = 600, **overrides: Any) -> str:
+def token(
+    name: str,
+    *,
+    audience: str = "capgate",
+    lifetime: int = 600,
+    key: Any = JWT_SECRET,
+    alg: str = "HS256",
+    kid: str = "hs1",
+    **overrides: Any,
+) -> str:
     now = int(time.time())
     claims = {**ACTORS[name], "iss": "test-idp", "aud": audience, "iat": now, "exp": now + lifetime}
     claims.update(overrides)
-    return jwt.encode(claims, JWT_SECRET, algorithm="HS256", headers={"kid": "hs1"})
+    return jwt.encode(claims, key, algorithm=alg, headers={"kid": kid})
+
+
+async def ready_ports(ready: Path, timeout_s: float = 30) -> dict[str, int]:
+    """The listener ports `capgate serve --ready-file` wrote, once it did."""
+    deadline = time.monotonic() + timeout_s
+    while not ready.exists() and time.monotonic() < deadline:  # noqa: ASYNC110, ASYNC240
+        await asyncio.sleep(0.05)
+    ports: dict[str, int] = json.loads(ready.read_text())["ports"]  # noqa: ASYNC240 - small
+    return ports
 
 
 def local_metadata(name: str | None) -> list[tuple[str, str]]:

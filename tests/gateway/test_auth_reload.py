@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import jwt
 import pytest
 import yaml
 from cryptography.hazmat.primitives.asymmetric import ed25519
@@ -24,6 +23,7 @@ from jwt.algorithms import OKPAlgorithm
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc
 from gateway.redis_server import RedisProcess
 from tests.gateway.conftest import HERE, gateway_environ
+from tests.gateway.harness import ready_ports, token
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 ROOT = HERE.parent.parent
@@ -42,17 +42,7 @@ def _write(path: Path, data: bytes) -> None:
 
 
 def _token(kid: str, key: ed25519.Ed25519PrivateKey) -> str:
-    now = int(time.time())
-    claims = {
-        "sub": "alice",
-        "kind": "user",
-        "roles": ["agent"],
-        "iss": "test-idp",
-        "aud": "capgate",
-        "iat": now,
-        "exp": now + 600,
-    }
-    return jwt.encode(claims, key, algorithm="EdDSA", headers={"kid": kid})
+    return token("alice", key=key, alg="EdDSA", kid=kid)
 
 
 async def _accepted(stub: Any, token: str) -> bool:
@@ -98,10 +88,7 @@ async def test_rotating_the_jwks_file_takes_effect_without_a_restart(
         stderr=asyncio.subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 30
-        while not ready.exists() and time.monotonic() < deadline:  # noqa: ASYNC110 - a file
-            await asyncio.sleep(0.05)
-        port = json.loads(ready.read_text())["ports"]["agents"]
+        port = (await ready_ports(ready))["agents"]
         token_a, token_b = _token("a", key_a), _token("b", key_b)
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = gateway_pb2_grpc.CapabilityGatewayStub(channel)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import sys
@@ -22,7 +21,7 @@ from gateway.config.loader import load_settings
 from gateway.redis_server import RedisProcess
 from gateway.serve import start
 from tests.gateway.conftest import HERE, gateway_environ
-from tests.gateway.harness import token
+from tests.gateway.harness import ready_ports, token
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 ROOT = HERE.parent.parent
@@ -51,10 +50,7 @@ async def test_sigterm_drains_calls_in_flight_then_exits_cleanly(
         stderr=asyncio.subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 30
-        while not ready.exists() and time.monotonic() < deadline:  # noqa: ASYNC110 - a file
-            await asyncio.sleep(0.05)
-        port = json.loads(ready.read_text())["ports"]["agents"]
+        port = (await ready_ports(ready))["agents"]
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = gateway_pb2_grpc.CapabilityGatewayStub(channel)
             md = [("authorization", f"Bearer {token('alice')}")]

@@ -4,10 +4,8 @@ it), without restarting it: the old secret's tokens get 401, the new one's are s
 from __future__ import annotations
 
 import tempfile
-import time
 
 import httpx2
-import jwt
 
 from examples.orders.server import serve as serve_orders
 from gateway.audit.sinks import MemorySink
@@ -15,6 +13,7 @@ from gateway.config.loader import load_settings
 from gateway.redis_server import RedisProcess
 from gateway.serve import start
 from tests.gateway.conftest import gateway_environ
+from tests.gateway.harness import token
 from tests.mcp.conftest import HERE
 from tests.mcp.mcpkit import ACCEPT, AUDIENCE, PROTOCOL, request
 
@@ -22,17 +21,7 @@ NEW_SECRET = "rotated-secret-0123456789-0123456789-xyz"
 
 
 def _bearer(secret: str) -> str:
-    now = int(time.time())
-    claims = {
-        "sub": "alice",
-        "kind": "user",
-        "roles": ["agent"],
-        "iss": "test-idp",
-        "aud": AUDIENCE,
-        "iat": now,
-        "exp": now + 600,
-    }
-    return "Bearer " + jwt.encode(claims, secret, algorithm="HS256", headers={"kid": "hs1"})
+    return "Bearer " + token("alice", audience=AUDIENCE, key=secret)
 
 
 async def _status(port: int, authorization: str) -> int:
