@@ -324,7 +324,13 @@ async def _serve(args: argparse.Namespace) -> int:
         settings = workers.worker_settings(settings, args.worker_index, ports, args.actor_key_file)
     try:
         gw = await start(settings, reuse_port=args.worker_index is not None)
-    except (SnapshotError, PolicyLoadError, UpstreamConfigError, OutputExprError) as exc:
+    except (
+        SnapshotError,
+        PolicyLoadError,
+        UpstreamConfigError,
+        OutputExprError,
+        ValueError,
+    ) as exc:
         # Policies that do not compile, an upstream whose methods cannot be resolved: the
         # config is valid YAML but cannot serve, so it never starts (DESIGN §10).
         print(f"capgate: cannot start: {exc}", file=sys.stderr)

@@ -14,12 +14,14 @@ from __future__ import annotations
 import logging
 import os
 import ssl
+import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import grpc
 from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
 log = logging.getLogger("capgate.tls")
@@ -47,9 +49,13 @@ def _spki(key: object) -> bytes:
 
 
 def check_pair(cert_pem: bytes, key_pem: bytes) -> None:
-    """ValueError unless the chain's first certificate is the private key's."""
-    certs = x509.load_pem_x509_certificates(cert_pem)
-    key = serialization.load_pem_private_key(key_pem, password=None)
+    """ValueError unless the chain's first certificate is the private key's (an encrypted or
+    unsupported key is a ValueError too: the gateway cannot serve it)."""
+    try:
+        certs = x509.load_pem_x509_certificates(cert_pem)
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except (TypeError, UnsupportedAlgorithm) as exc:
+        raise ValueError(f"the private key cannot be used ({type(exc).__name__})") from None
     if _spki(certs[0].public_key()) != _spki(key.public_key()):
         raise ValueError("the certificate does not belong to the private key")
 
@@ -101,6 +107,8 @@ class RotatingCertificates:
                     return None
                 self._stamp, self._refused = stamp, None
         except Exception:  # never let a handshake fail because of the check itself
+            with self._lock:
+                self._refused = stamp  # and do not retry (and log) on every handshake
             log.exception("listener %s: TLS file check failed", self._listener)
             return None
         log.info("listener %s: TLS certificate reloaded", self._listener)
@@ -119,12 +127,35 @@ class RotatingCertificates:
 class CertificateFiles:
     """A certificate and key pair for an `ssl.SSLContext` (the MCP listener, served by uvicorn):
     `refresh` reloads the pair into the context when the files changed and match, so the next
-    handshake presents it (`SSLContext.load_cert_chain` replaces the chain for new connections)."""
+    handshake presents it.
+
+    The live context is only ever loaded from private copies of bytes read once and proven
+    first: they must match (`check_pair`) and load into a scratch context with the live one's
+    protocol. A rotation the live context would reject therefore never reaches it, and files
+    that change while they are being loaded cannot mix two states. Should the live load still
+    fail, the last good copies are loaded back."""
 
     def __init__(self, listener: str, cert_file: str, key_file: str) -> None:
         self._listener, self._cert_file, self._key_file = listener, cert_file, key_file
-        self._stamp = _stamp((cert_file, key_file))
+        self._stamp = _stamp((cert_file, key_file))  # before the listener reads them
         self._refused: _Stamp | None = None
+        self._dir = tempfile.TemporaryDirectory(prefix="capgate-tls-")
+        self._good: tuple[str, str] | None = None
+        self._generation = 0
+
+    def close(self) -> None:
+        self._dir.cleanup()
+
+    def _copies(self, cert: bytes, key: bytes) -> tuple[str, str]:
+        self._generation += 1
+        base = Path(self._dir.name)
+        cert_path = base / f"{self._generation}.crt"
+        key_path = base / f"{self._generation}.key"
+        for path, data in ((cert_path, cert), (key_path, key)):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+        return str(cert_path), str(key_path)
 
     def refresh(self, context: ssl.SSLContext) -> bool:
         """True when the context took a new pair."""
@@ -132,16 +163,27 @@ class CertificateFiles:
         if stamp in (self._stamp, self._refused):
             return False
         try:
-            check_pair(Path(self._cert_file).read_bytes(), Path(self._key_file).read_bytes())
-            context.load_cert_chain(self._cert_file, self._key_file)
+            cert = Path(self._cert_file).read_bytes()
+            key = Path(self._key_file).read_bytes()
+            check_pair(cert, key)
+            paths = self._copies(cert, key)
+            ssl.SSLContext(context.protocol).load_cert_chain(*paths)  # the proof
         except (OSError, ValueError, ssl.SSLError) as exc:
             self._refused = stamp
             log.warning(
                 "listener %s: TLS files: %s; keeping the certificate in use",
                 self._listener,
-                type(exc).__name__ if isinstance(exc, ssl.SSLError) else exc,
+                type(exc).__name__ if isinstance(exc, (OSError, ssl.SSLError)) else exc,
             )
             return False
-        self._stamp, self._refused = stamp, None
+        try:
+            context.load_cert_chain(*paths)
+        except ssl.SSLError:
+            if self._good is not None:
+                context.load_cert_chain(*self._good)
+            self._refused = stamp
+            log.warning("listener %s: the live TLS context refused the new pair", self._listener)
+            return False
+        self._stamp, self._refused, self._good = stamp, None, paths
         log.info("listener %s: TLS certificate reloaded", self._listener)
         return True

@@ -69,7 +69,7 @@ class McpListener:
     async def stop(self, grace_s: float) -> None:
         if self.tls_watch is not None:
             self.tls_watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self.tls_watch
         self.server.config.timeout_graceful_shutdown = max(int(grace_s), 1)
         self.server.should_exit = True
@@ -83,9 +83,15 @@ async def _watch_certificate(
     files: CertificateFiles, context: ssl.SSLContext, interval_s: float = 1.0
 ) -> None:
     """Poll the listener's certificate files; a renewed matching pair serves new connections."""
-    while True:
-        await asyncio.sleep(interval_s)
-        files.refresh(context)
+    try:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                files.refresh(context)
+            except Exception:  # a surprise in one poll must not end certificate rotation
+                log.exception("certificate check failed; the next poll tries again")
+    finally:
+        files.close()
 
 
 def envelope_limits(settings: Settings) -> Limits:
@@ -149,6 +155,8 @@ async def start_mcp_listener(
         ssl_certfile=tls.cert_file if tls else None,
         ssl_keyfile=tls.key_file if tls else None,
     )
+    # Stamped before uvicorn reads the files: a rotation in between is seen by the first poll.
+    files = CertificateFiles(listener.name, tls.cert_file, tls.key_file) if tls else None
     config.load()
     server = uvicorn.Server(config)
     server.lifespan = config.lifespan_class(config)
@@ -156,8 +164,7 @@ async def start_mcp_listener(
     await server.startup(sockets=[sock])
     item = McpListener(listener, server, sock, sock.getsockname()[1], app=app)
     item.main = asyncio.create_task(server.main_loop(), name=f"mcp-{listener.name}")
-    if tls is not None and config.ssl is not None:
-        files = CertificateFiles(listener.name, tls.cert_file, tls.key_file)
+    if files is not None and config.ssl is not None:
         item.tls_watch = asyncio.create_task(
             _watch_certificate(files, config.ssl), name=f"mcp-{listener.name}-tls"
         )

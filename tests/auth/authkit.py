@@ -6,6 +6,7 @@ import datetime as dt
 import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -89,8 +90,9 @@ def issue(
     dns: tuple[str, ...] = (),
     uris: tuple[str, ...] = (),
     ips: tuple[str, ...] = (),
+    key: Any = None,
 ) -> Issued:
-    key = ec.generate_private_key(ec.SECP256R1())
+    key = key if key is not None else ec.generate_private_key(ec.SECP256R1())
     now = dt.datetime.now(dt.UTC)
     sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
     sans += [x509.UniformResourceIdentifier(u) for u in uris]

@@ -12,6 +12,8 @@ from typing import Any
 
 import httpx2
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gateway.mcp.server import envelope_limits, start_mcp_listener
 from gateway.settings import TlsSettings
@@ -93,5 +95,60 @@ async def test_a_renewed_certificate_serves_new_connections_without_a_restart(
             assert time.monotonic() < deadline, "the renewed certificate was never served"
             await asyncio.sleep(0.2)
         assert not await trusted_by(first)
+    finally:
+        await served.stop(0.5)
+
+
+async def test_a_rotation_the_tls_stack_refuses_never_breaks_the_listener(
+    mcp_env: McpEnv, tmp_path: Path
+):
+    """A pair that matches but that OpenSSL refuses (a 1024-bit RSA key is below the security
+    level) and an encrypted key are both kept out; the certificate in use keeps serving, and a
+    good rotation afterwards is still taken."""
+    first, second = make_ca("first"), make_ca("second")
+    cert, key = issue(first, "capgate", ips=("127.0.0.1",)).write(tmp_path, "mcp")
+    gw = mcp_env.gw
+    plain = next(x for x in gw.settings.listeners if x.name == "mcp")
+    listener = dataclasses.replace(plain, name="mcp-guarded", tls=TlsSettings(cert, key))
+    served = await start_mcp_listener(
+        listener, lambda: gw.holder.current, gw.runtime, limits=envelope_limits(gw.settings)
+    )
+    metadata = f"https://127.0.0.1:{served.port}/.well-known/oauth-protected-resource/mcp"
+
+    async def trusted_by(ca: Any) -> bool:
+        trust = ssl.create_default_context(cadata=cert_pem(ca.cert).decode())
+        async with httpx2.AsyncClient(verify=trust, timeout=5) as http:
+            try:
+                return (await http.get(metadata)).status_code == 200
+            except httpx2.ConnectError:
+                return False
+
+    def put(path: str, data: bytes) -> None:
+        Path(path + ".new").write_bytes(data)
+        os.replace(path + ".new", path)
+
+    try:
+        weak_key = rsa.generate_private_key(public_exponent=65537, key_size=1024)
+        weak = issue(first, "capgate", ips=("127.0.0.1",), key=weak_key)
+        put(key, private_pem(weak.key))
+        put(cert, cert_pem(weak.cert))
+        await asyncio.sleep(2.5)  # two polls
+        assert await trusted_by(first)
+        good = issue(second, "capgate", ips=("127.0.0.1",))
+        locked = good.key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"secret"),
+        )
+        put(key, locked)
+        put(cert, cert_pem(good.cert))
+        await asyncio.sleep(2.5)
+        assert await trusted_by(first)
+        assert served.tls_watch is not None and not served.tls_watch.done()
+        put(key, private_pem(good.key))
+        deadline = time.monotonic() + 10
+        while not await trusted_by(second):
+            assert time.monotonic() < deadline, "the good rotation was never served"
+            await asyncio.sleep(0.2)
     finally:
         await served.stop(0.5)
