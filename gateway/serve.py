@@ -73,22 +73,36 @@ class Gateway:
     # Per listener: a digest of the key files its authenticator was built from (JWKS), so a
     # reload rebuilds exactly the authenticators whose keys changed.
     key_digests: dict[str, str] = field(default_factory=dict)
+    _reload_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _generation: int = 0
 
     def ports(self) -> dict[str, int]:
         ports = {item.listener.name: item.port for item in self.servers.items}
         return ports | {item.listener.name: item.port for item in self.mcp}
 
     async def reload(self, settings: Settings) -> None:
-        """Build a new snapshot off the request path and swap it atomically; keep the old one
-        on error."""
-        try:
-            snapshot = await build_snapshot(settings, self.pool, hmac_key=self._hmac_key())
-        except Exception as exc:
-            log.error("reload refused, keeping revision %s: %s", self.holder.current.revision, exc)
-            return
-        self.holder.swap(snapshot)
-        self._rebind_listeners(settings.listeners)
-        log.info("reloaded: revision %s", snapshot.revision)
+        """Apply a new config: listener authentication at once, then a new snapshot built off
+        the request path and swapped atomically (the old one stays on error).
+
+        Reloads run one at a time, and one that waited while a newer config arrived is
+        dropped: an older config can never land after a newer one. Authentication does not
+        wait for the snapshot: a revoked key stops verifying even if an upstream cannot be
+        resolved right now."""
+        self._generation += 1
+        generation = self._generation
+        async with self._reload_lock:
+            if generation != self._generation:
+                return  # a newer config is queued behind this one: it applies instead
+            self._rebind_listeners(settings.listeners)
+            try:
+                snapshot = await build_snapshot(settings, self.pool, hmac_key=self._hmac_key())
+            except Exception as exc:
+                log.error(
+                    "reload refused, keeping revision %s: %s", self.holder.current.revision, exc
+                )
+                return
+            self.holder.swap(snapshot)
+            log.info("reloaded: revision %s", snapshot.revision)
 
     def _rebind_listeners(self, listeners: tuple[Listener, ...]) -> None:
         """Apply what a reload can change on a running listener: its authentication settings
@@ -114,7 +128,12 @@ class Gateway:
                     old.name,
                 )
                 continue
-            live = replace(old, jwt=new.jwt, mtls=new.mtls)
+            mtls = new.mtls
+            if mtls is not None and old.mtls is not None:
+                # The client CA is the TLS handshake's (a restart changes its path); the
+                # identity roles and issuer are what a reload applies.
+                mtls = replace(mtls, client_ca_file=old.mtls.client_ca_file)
+            live = replace(old, jwt=new.jwt, mtls=mtls)
             if live != new:
                 log.warning(
                     "listener %s: changes besides authentication keys and claims (address, "
@@ -279,6 +298,9 @@ async def start(
     )
     telemetry = start_telemetry(settings.telemetry, span_processors=span_processors)
     grpc_listeners = tuple(x for x in settings.listeners if x.protocol == "grpc")
+    # Taken before the authenticators read the key files: a rotation in between is then seen
+    # as a change by the first reload, never missed.
+    key_digests = {listener.name: _key_digest(listener) for listener in settings.listeners}
     try:
         servers = await start_listeners(
             grpc_listeners,
@@ -292,7 +314,7 @@ async def start(
         await telemetry.close()  # the previous tracer back, the metrics port free
         raise
     gw = Gateway(settings, holder, runtime, servers, pool, redis, process, telemetry=telemetry)
-    gw.key_digests = {listener.name: _key_digest(listener) for listener in settings.listeners}
+    gw.key_digests = key_digests
     if any(x.protocol == "mcp" for x in settings.listeners):
         from gateway.mcp.server import start_mcp_listeners  # noqa: PLC0415 - HTTP stack if used
 
@@ -315,13 +337,19 @@ async def _serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"capgate: invalid config, not starting:\n{exc}", file=sys.stderr)
         return 2
-    if args.jwks_out:
-        settings = replace(
-            settings, actor_token=replace(settings.actor_token, jwks_out=args.jwks_out)
-        )
-    if args.worker_index is not None:  # one of `--workers N` (gateway/workers.py, ADR 0012)
-        ports = workers.parse_ports(args.worker_ports)
-        settings = workers.worker_settings(settings, args.worker_index, ports, args.actor_key_file)
+    ports = workers.parse_ports(args.worker_ports) if args.worker_index is not None else {}
+
+    def prepared(loaded: Settings) -> Settings:
+        """What this process serves of a loaded config (at start and on every reload)."""
+        if args.jwks_out:
+            loaded = replace(
+                loaded, actor_token=replace(loaded.actor_token, jwks_out=args.jwks_out)
+            )
+        if args.worker_index is not None:  # one of `--workers N` (gateway/workers.py, ADR 0012)
+            loaded = workers.worker_settings(loaded, args.worker_index, ports, args.actor_key_file)
+        return loaded
+
+    settings = prepared(settings)
     try:
         gw = await start(settings, reuse_port=args.worker_index is not None)
     except (
@@ -339,7 +367,8 @@ async def _serve(args: argparse.Namespace) -> int:
     if args.watch:
 
         def on_change(new: Settings) -> None:
-            loop.call_soon_threadsafe(lambda: loop.create_task(gw.reload(new)))
+            ready = prepared(new)
+            loop.call_soon_threadsafe(lambda: loop.create_task(gw.reload(ready)))
 
         def on_error(exc: BaseException) -> None:
             log.error(
@@ -363,8 +392,10 @@ async def _serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     orphan = None
-    if args.worker_index is not None:
-        orphan = asyncio.create_task(_stop_when_orphaned(stop), name="supervisor-watch")
+    if args.worker_index is not None and args.supervisor_pid:
+        orphan = asyncio.create_task(
+            _stop_when_orphaned(stop, args.supervisor_pid), name="supervisor-watch"
+        )
     await stop.wait()
     if orphan is not None:
         orphan.cancel()
@@ -373,13 +404,15 @@ async def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _stop_when_orphaned(stop: asyncio.Event, interval_s: float = 1.0) -> None:
+async def _stop_when_orphaned(
+    stop: asyncio.Event, supervisor: int, interval_s: float = 1.0
+) -> None:
     """A `--workers` worker drains and exits when its supervisor is gone (killed without the
-    chance to forward SIGTERM): it is re-parented, so its parent pid changes."""
-    parent = os.getppid()
-    while os.getppid() == parent:  # noqa: ASYNC110 - no event tells of a parent exiting
+    chance to forward SIGTERM): it is re-parented, so its parent is no longer the supervisor
+    whose pid it was started with (also when that happened before this worker was ready)."""
+    while os.getppid() == supervisor:  # noqa: ASYNC110 - no event tells of a parent exiting
         await asyncio.sleep(interval_s)
-    log.warning("supervisor (pid %d) is gone: draining this worker", parent)
+    log.warning("supervisor (pid %d) is gone: draining this worker", supervisor)
     stop.set()
 
 
@@ -400,6 +433,7 @@ def main(argv: Sequence[str]) -> int:
     )
     # Set by the `--workers` supervisor for each worker it starts (gateway/workers.py).
     parser.add_argument("--worker-index", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--supervisor-pid", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--worker-ports", default="", help=argparse.SUPPRESS)
     parser.add_argument("--actor-key-file", help=argparse.SUPPRESS)
     args = parser.parse_args(list(argv))

@@ -21,6 +21,7 @@ class JwtKey:
     # HS256 only (>= 32 bytes). repr=False: secrets never reach logs or error text (§12).
     secret: str | None = field(default=None, repr=False)
     public_key_pem: str | None = None  # RS256 / ES256 / EdDSA
+    public_key_file: str | None = None  # where public_key_pem was read from (watched for reload)
 
 
 @dataclass(frozen=True, slots=True)

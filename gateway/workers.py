@@ -163,6 +163,8 @@ def _argv(
         str(index),
         "--worker-ports",
         ",".join(f"{k}={v}" for k, v in ports.items()),
+        "--supervisor-pid",
+        str(os.getpid()),
     ]
     if not args.watch:
         argv.append("--no-watch")

@@ -102,11 +102,16 @@ class _Builder:
         )
 
     def jwt_key(self, node: Mapping[str, Any]) -> JwtKey:
-        pem = node.get("public_key_pem")
+        pem, source = node.get("public_key_pem"), None
         if "public_key_file" in node:
-            pem = Path(self.path(node["public_key_file"])).read_text()
+            source = self.path(node["public_key_file"])
+            pem = Path(source).read_text()
         return JwtKey(
-            kid=node["kid"], alg=node["alg"], secret=node.get("secret"), public_key_pem=pem
+            kid=node["kid"],
+            alg=node["alg"],
+            secret=node.get("secret"),
+            public_key_pem=pem,
+            public_key_file=source,
         )
 
     def listener(self, node: Mapping[str, Any]) -> Listener:

@@ -41,13 +41,17 @@ def policy_files(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def key_files(listeners: Iterable[Any]) -> list[Path]:
-    """Verification-key files the listeners read (JWKS): part of the revision, so rotating a key
-    in the file is a change the watcher reloads, like an edit of the config itself."""
+    """Verification-key files the listeners read (JWKS files, public key files): part of the
+    revision, so rotating a key in a file is a change the watcher reloads, like an edit of the
+    config itself."""
     found: list[Path] = []
     for listener in listeners:
         jwt = getattr(listener, "jwt", None)
-        if jwt is not None and jwt.jwks_file:
+        if jwt is None:
+            continue
+        if jwt.jwks_file:
             found.append(Path(jwt.jwks_file))
+        found += [Path(k.public_key_file) for k in jwt.keys if k.public_key_file]
     return found
 
 

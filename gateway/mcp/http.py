@@ -305,6 +305,9 @@ class McpApp:
                 return _json(modern.status_of(err.code), error(None, err))
             return Response(None, 202)
         try:
+            twice = modern.repeated(request.headers)
+            if twice is not None:
+                raise twice
             modern.classify(message.method, message.params, request.headers, SUPPORTED_VERSIONS)
             reply = await self._handle(request, message, actor)
         except RpcError as err:

@@ -63,12 +63,29 @@ def is_modern(version_header: str | None, handshake_versions: tuple[str, ...]) -
     return version_header is not None and version_header not in handshake_versions
 
 
+_VERSION_SHAPE: Final = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
 def unsupported(requested: str, handshake_versions: tuple[str, ...]) -> RpcError:
+    """-32022. `requested` is said back only when it has a version's shape: error data never
+    carries arbitrary caller text."""
     return RpcError(
         UNSUPPORTED_PROTOCOL_VERSION,
         "Unsupported protocol version.",
-        data={"supported": [*MODERN_VERSIONS, *handshake_versions], "requested": requested},
+        data={
+            "supported": [*MODERN_VERSIONS, *handshake_versions],
+            "requested": requested if _VERSION_SHAPE.match(requested) else "(not a version)",
+        },
     )
+
+
+def repeated(headers: Any) -> RpcError | None:
+    """-32020 when a routing header is sent more than once: which copy a proxy routed on
+    cannot be known, so none is trusted (`headers`: Starlette's, with `getlist`)."""
+    for name in (VERSION_HEADER, METHOD_HEADER, NAME_HEADER):
+        if len(headers.getlist(name)) > 1:
+            return RpcError(HEADER_MISMATCH, "A routing header is repeated.")
+    return None
 
 
 def _header_value(raw: str | None) -> str | None:

@@ -147,3 +147,36 @@ def test_a_failing_callback_does_not_stop_the_watcher(base, env, write):
         assert wait_for(lambda: calls == ["one", "two"])
     finally:
         watcher.stop()
+
+
+def _public_pem() -> str:
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
+
+    key = ec.generate_private_key(ec.SECP256R1()).public_key()
+    return key.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    ).decode()
+
+
+def test_key_files_are_watched_jwks_and_public_key_files_alike(base, env, write, config_dir):
+    (config_dir / "idp.pem").write_text(_public_pem())
+    (config_dir / "jwks.json").write_text('{"keys": []}')
+    jwt = base["listeners"][0]["jwt"]
+    jwt["keys"].append({"kid": "ec1", "alg": "ES256", "public_key_file": "idp.pem"})
+    jwt["jwks_file"] = "jwks.json"
+    path = write(base)
+    seen = Recorder()
+    initial = load_settings(path, environ=env)
+    watcher = ConfigWatcher(path, seen.on_change, seen.on_error, environ=env, initial=initial)
+    assert watcher.poll() is False
+    # A rotated public key file (a mounted Secret updated in place) is a new revision...
+    (config_dir / "idp.pem").write_text(_public_pem())
+    assert watcher.poll() is True
+    rotated = seen.changes[-1].listeners[0].jwt
+    assert rotated is not None and initial.listeners[0].jwt is not None
+    assert rotated.keys[1].public_key_pem != initial.listeners[0].jwt.keys[1].public_key_pem
+    # ...and so is a new JWKS file content.
+    (config_dir / "jwks.json").write_text('{"keys": []}\n')
+    assert watcher.poll() is True
+    assert seen.errors == []

@@ -3,7 +3,9 @@ it), without restarting it: the old secret's tokens get 401, the new one's are s
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
+from dataclasses import replace
 
 import httpx2
 
@@ -64,6 +66,44 @@ async def test_a_reload_rotates_the_mcp_listeners_keys(redis_server: RedisProces
         assert await _status(port, _bearer(old_secret)) == 401
         listeners = {item.listener.name: item.listener for item in gw.servers.items}
         assert listeners["agents"].jwt == rotated.listeners[0].jwt  # gRPC listeners too
+    finally:
+        await gw.stop(0.2)
+        await orders.stop(0)
+
+
+async def test_a_key_rotation_applies_even_when_the_snapshot_is_refused_and_the_newest_wins(
+    redis_server: RedisProcess,
+) -> None:
+    """A revoked key must stop verifying even if the rest of the reload cannot be applied (an
+    upstream that cannot be resolved right now), and of two reloads the newer one lands last."""
+    orders, orders_port = await serve_orders("127.0.0.1:0")
+    environ = gateway_environ(
+        f"127.0.0.1:{orders_port}", redis_server.url, tempfile.mkdtemp(prefix="cg-")
+    )
+    old_secret = environ["TEST_JWT_SECRET"]
+    gw = await start(
+        load_settings(HERE / "gateway.yaml", environ=environ), extra_sinks=[MemorySink()]
+    )
+    try:
+        port = gw.ports()["mcp"]
+        revision = gw.holder.current.revision
+        rotated = load_settings(
+            HERE / "gateway.yaml", environ={**environ, "TEST_JWT_SECRET": NEW_SECRET}
+        )
+        broken = replace(
+            rotated,
+            capabilities=tuple(
+                replace(c, policies=("no-such-policy",)) for c in rotated.capabilities
+            ),
+        )
+        await gw.reload(broken)  # the snapshot is refused...
+        assert gw.holder.current.revision == revision
+        assert await _status(port, _bearer(NEW_SECRET)) == 200  # ...the keys are not
+        assert await _status(port, _bearer(old_secret)) == 401
+        original = load_settings(HERE / "gateway.yaml", environ=environ)
+        await asyncio.gather(gw.reload(original), gw.reload(rotated))
+        assert await _status(port, _bearer(NEW_SECRET)) == 200  # the later one, not the first
+        assert await _status(port, _bearer(old_secret)) == 401
     finally:
         await gw.stop(0.2)
         await orders.stop(0)

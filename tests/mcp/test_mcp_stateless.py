@@ -167,3 +167,25 @@ async def test_notifications_are_accepted_and_a_base64_name_header_is_understood
     params = {"name": "orders_get", "arguments": {"order_id": "o-1001"}}
     called = await _post(mcp_env, _body("tools/call", params), _headers("tools/call", name=encoded))
     assert called.json()["result"]["isError"] is False
+
+
+async def test_garbage_versions_are_not_echoed_and_repeated_routing_headers_are_refused(
+    mcp_env: McpEnv,
+) -> None:
+    junk = "<script>alert(1)</script>"
+    response = await _post(
+        mcp_env,
+        _body("tools/list", meta={**CAPS, "io.modelcontextprotocol/protocolVersion": junk}),
+        {**_headers("tools/list"), "mcp-protocol-version": junk},
+    )
+    assert response.json()["error"]["code"] == -32022
+    assert junk not in response.text
+    params = {"name": "orders_get", "arguments": {"order_id": "o-1001"}}
+    async with mcp_env.http() as http:
+        headers = [
+            *_headers("tools/call", name="orders_get").items(),
+            ("mcp-name", "orders_cancel"),
+        ]
+        twice = await http.post("/mcp", json=_body("tools/call", params), headers=headers)
+    assert twice.status_code == 400
+    assert twice.json()["error"]["code"] == -32020
