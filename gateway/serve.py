@@ -35,6 +35,7 @@ from gateway.redisconn import connect, raise_if_cancelling
 from gateway.server import READY_SERVICE, REDIS_SERVICE, Servers, start_listeners
 from gateway.settings import Listener, Settings
 from gateway.snapshot import SnapshotError, SnapshotHolder, build_snapshot
+from gateway.tasks import cancel_all
 from gateway.telemetry import metrics
 from gateway.telemetry.runtime import Telemetry, start_telemetry
 from gateway.upstream.channels import ChannelPool
@@ -162,7 +163,7 @@ class Gateway:
         await self.servers.stop(grace_s)
         for mcp in self.mcp:
             await mcp.stop(grace_s)
-        await _cancel_all(self.tasks)
+        await cancel_all(self.tasks)
         audit = self.runtime.audit
         if isinstance(audit, AuditLog):
             await audit.close()
@@ -185,25 +186,6 @@ def _key_digest(listener: Listener) -> str:
         return hashlib.sha256(Path(jwt.jwks_file).read_bytes()).hexdigest()
     except OSError:
         return "?"
-
-
-async def _cancel_all(tasks: list[asyncio.Task[Any]], timeout_s: float = 5.0) -> None:
-    """Cancel background tasks and wait for them, bounded. A cancel that lands as an awaited
-    operation completes can be absorbed (Python 3.11 `wait_for`, library code): cancel again
-    until each task is done, so shutdown never hangs on one of them."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    pending = {t for t in tasks if not t.done()}
-    while pending:
-        for task in pending:
-            task.cancel()
-        left = deadline - asyncio.get_running_loop().time()
-        if left <= 0:
-            log.warning("%d background tasks did not stop", len(pending))
-            return
-        _, pending = await asyncio.wait(pending, timeout=min(left, 0.5))
-    for task in tasks:
-        if task.done() and not task.cancelled():
-            task.exception()  # retrieved: a failure here must not be reported at exit
 
 
 async def _redis_health(gw: Gateway) -> None:

@@ -11,7 +11,6 @@ standard `OTEL_*` environment variables.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from gateway.redisconn import raise_if_cancelling
 from gateway.settings import TelemetrySettings
+from gateway.tasks import cancel_all
 from gateway.telemetry import tracing
 from gateway.telemetry.export import OtlpMetricsPusher, PrometheusEndpoint
 from gateway.telemetry.instruments import Gauge, metrics
@@ -64,10 +64,7 @@ class Telemetry:
         )
 
     async def close(self) -> None:
-        for task in self.tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_all(self.tasks)
         if self.provider is not None:
             tracing.install(self.previous)
             await asyncio.to_thread(self.provider.shutdown)  # flushes batched spans
