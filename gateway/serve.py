@@ -56,6 +56,10 @@ def _needs_redis(settings: Settings) -> bool:
     )
 
 
+RELOAD_RETRY_S = 2.0  # first retry of a refused reload; doubles up to RELOAD_RETRY_MAX_S
+RELOAD_RETRY_MAX_S = 60.0
+
+
 @dataclass
 class Gateway:
     """A running gateway: everything `serve` starts, so tests can run it in-process."""
@@ -81,7 +85,7 @@ class Gateway:
         ports = {item.listener.name: item.port for item in self.servers.items}
         return ports | {item.listener.name: item.port for item in self.mcp}
 
-    async def reload(self, settings: Settings) -> None:
+    async def reload(self, settings: Settings, *, attempt: int = 0) -> None:
         """Apply a new config: listener authentication at once, then a new snapshot built off
         the request path and swapped atomically (the old one stays on error).
 
@@ -89,21 +93,39 @@ class Gateway:
         dropped: an older config can never land after a newer one. Authentication does not
         wait for the snapshot: a revoked key stops verifying even if an upstream cannot be
         resolved right now."""
-        self._generation += 1
+        if attempt == 0:
+            self._generation += 1
         generation = self._generation
         async with self._reload_lock:
             if generation != self._generation:
                 return  # a newer config is queued behind this one: it applies instead
-            self._rebind_listeners(settings.listeners)
+            if attempt == 0:
+                self._rebind_listeners(settings.listeners)
             try:
                 snapshot = await build_snapshot(settings, self.pool, hmac_key=self._hmac_key())
             except Exception as exc:
+                # The cause may pass (an upstream not resolvable yet): the same config is
+                # tried again, backing off, until it loads or a newer one replaces it.
+                delay = min(RELOAD_RETRY_S * 2**attempt, RELOAD_RETRY_MAX_S)
                 log.error(
-                    "reload refused, keeping revision %s: %s", self.holder.current.revision, exc
+                    "reload refused, keeping revision %s (trying again in %gs): %s",
+                    self.holder.current.revision,
+                    delay,
+                    exc,
                 )
+                self._retry_later(settings, generation, attempt + 1, delay)
                 return
             self.holder.swap(snapshot)
             log.info("reloaded: revision %s", snapshot.revision)
+
+    def _retry_later(self, settings: Settings, generation: int, attempt: int, delay: float) -> None:
+        async def retry() -> None:
+            await asyncio.sleep(delay)
+            if generation == self._generation:
+                await self.reload(settings, attempt=attempt)
+
+        self.tasks = [t for t in self.tasks if not t.done()]
+        self.tasks.append(asyncio.create_task(retry(), name="reload-retry"))
 
     def _rebind_listeners(self, listeners: tuple[Listener, ...]) -> None:
         """Apply what a reload can change on a running listener: its authentication settings

@@ -1,0 +1,55 @@
+"""Reloads through the real gateway: a config that cannot be applied yet is tried again."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from examples.orders.server import serve as serve_orders
+from gateway import serve as serve_module
+from gateway.config.loader import load_settings
+from gateway.redis_server import RedisProcess, free_port
+from gateway.serve import start
+from tests.gateway.conftest import HERE, gateway_environ
+
+pytestmark = pytest.mark.integration
+
+
+async def test_a_refused_reload_is_tried_again_until_its_upstream_answers(
+    orders_upstream: str,
+    redis_server: RedisProcess,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A config whose new upstream cannot be resolved yet (server reflection, nothing
+    listening) is refused, then tried again with backoff, and lands once the upstream is up."""
+    monkeypatch.setattr(serve_module, "RELOAD_RETRY_S", 0.2)
+    port = free_port()
+    data = yaml.safe_load((HERE / "gateway.yaml").read_text())
+    data["upstreams"]["orders"]["descriptor_set"] = str(HERE / "../../examples/orders/orders.pb")
+    data["policies"]["paths"] = [str(HERE / "../../examples/policies")]
+    run_dir = tempfile.mkdtemp(prefix="cg-")
+    environ = gateway_environ(orders_upstream, redis_server.url, run_dir)
+    (tmp_path / "gateway.yaml").write_text(yaml.safe_dump(data))
+    gw = await start(load_settings(tmp_path / "gateway.yaml", environ=environ))
+    later = None
+    try:
+        data["upstreams"]["later"] = {"address": f"127.0.0.1:{port}", "kind": "grpc"}
+        get = next(c for c in data["capabilities"] if c["id"] == "orders.get")
+        data["capabilities"].append({**get, "id": "later.get", "upstream": "later"})
+        (tmp_path / "gateway.yaml").write_text(yaml.safe_dump(data))
+        await gw.reload(load_settings(tmp_path / "gateway.yaml", environ=environ))
+        assert "later.get" not in gw.holder.current.capabilities  # refused: nobody answers
+        later, _ = await serve_orders(f"127.0.0.1:{port}")
+        deadline = asyncio.get_running_loop().time() + 30
+        while "later.get" not in gw.holder.current.capabilities:
+            assert asyncio.get_running_loop().time() < deadline, "the retry never landed"
+            await asyncio.sleep(0.1)
+    finally:
+        await gw.stop(0.2)
+        if later is not None:
+            await later.stop(0)
