@@ -80,6 +80,7 @@ class Gateway:
     key_digests: dict[str, str] = field(default_factory=dict)
     _reload_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _generation: int = 0
+    _stopped: bool = False
 
     def ports(self) -> dict[str, int]:
         ports = {item.listener.name: item.port for item in self.servers.items}
@@ -106,7 +107,7 @@ class Gateway:
             except Exception as exc:
                 # The cause may pass (an upstream not resolvable yet): the same config is
                 # tried again, backing off, until it loads or a newer one replaces it.
-                delay = min(RELOAD_RETRY_S * 2**attempt, RELOAD_RETRY_MAX_S)
+                delay = min(RELOAD_RETRY_S * 2 ** min(attempt, 10), RELOAD_RETRY_MAX_S)
                 log.error(
                     "reload refused, keeping revision %s (trying again in %gs): %s",
                     self.holder.current.revision,
@@ -119,13 +120,20 @@ class Gateway:
             log.info("reloaded: revision %s", snapshot.revision)
 
     def _retry_later(self, settings: Settings, generation: int, attempt: int, delay: float) -> None:
+        if self._stopped:
+            return
+
         async def retry() -> None:
             await asyncio.sleep(delay)
-            if generation == self._generation:
+            if generation == self._generation and not self._stopped:
                 await self.reload(settings, attempt=attempt)
 
+        self.track(asyncio.create_task(retry(), name="reload-retry"))
+
+    def track(self, task: asyncio.Task[Any]) -> None:
+        """A background task `stop()` must cancel (reloads, their retries)."""
         self.tasks = [t for t in self.tasks if not t.done()]
-        self.tasks.append(asyncio.create_task(retry(), name="reload-retry"))
+        self.tasks.append(task)
 
     def _rebind_listeners(self, listeners: tuple[Listener, ...]) -> None:
         """Apply what a reload can change on a running listener: its authentication settings
@@ -180,6 +188,8 @@ class Gateway:
         return self.settings.audit.hmac_key.encode()
 
     async def stop(self, grace_s: float = 5.0) -> None:
+        self._stopped = True
+        self._generation += 1  # any reload still queued or retrying is now stale
         if self.watcher is not None:
             self.watcher.stop()
         await self.servers.stop(grace_s)
@@ -315,14 +325,26 @@ async def start(
             reuse_port=reuse_port,
         )
     except BaseException:
+        # A listener that cannot start (a port taken, TLS files refused): nothing outlives it.
         await telemetry.close()  # the previous tracer back, the metrics port free
+        await audit.close()
+        await pool.close()
+        if redis is not None:
+            with contextlib.suppress(Exception):
+                await redis.aclose()
+        if process is not None:
+            process.stop()
         raise
     gw = Gateway(settings, holder, runtime, servers, pool, redis, process, telemetry=telemetry)
     gw.key_digests = key_digests
     if any(x.protocol == "mcp" for x in settings.listeners):
         from gateway.mcp.server import start_mcp_listeners  # noqa: PLC0415 - HTTP stack if used
 
-        gw.mcp = await start_mcp_listeners(settings, lambda: holder.current, runtime)
+        try:
+            gw.mcp = await start_mcp_listeners(settings, lambda: holder.current, runtime)
+        except BaseException:
+            await gw.stop(0)  # the gRPC listeners and everything above
+            raise
     if runtime.approvals is not None and redis is not None:
         pending_key = runtime.approvals.keys.pending
         telemetry.watch_gauge(metrics.approvals_pending, lambda: redis.zcard(pending_key))
@@ -372,7 +394,9 @@ async def _serve(args: argparse.Namespace) -> int:
 
         def on_change(new: Settings) -> None:
             ready = prepared(new)
-            loop.call_soon_threadsafe(lambda: loop.create_task(gw.reload(ready)))
+            loop.call_soon_threadsafe(
+                lambda: gw.track(loop.create_task(gw.reload(ready), name="reload"))
+            )
 
         def on_error(exc: BaseException) -> None:
             log.error(

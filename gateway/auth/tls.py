@@ -11,12 +11,14 @@ the pair up. Connections already open keep the certificate they were made with.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import shutil
 import ssl
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import grpc
@@ -94,6 +96,7 @@ class RotatingCertificates:
 
     def fetch(self) -> grpc.ServerCertificateConfiguration | None:
         """Called by gRPC before each new handshake: a new configuration, or None to keep."""
+        stamp: _Stamp | None = None
         try:
             stamp = _stamp(self._files)
             with self._lock:
@@ -129,61 +132,71 @@ class CertificateFiles:
     `refresh` reloads the pair into the context when the files changed and match, so the next
     handshake presents it.
 
-    The live context is only ever loaded from private copies of bytes read once and proven
-    first: they must match (`check_pair`) and load into a scratch context with the live one's
-    protocol. A rotation the live context would reject therefore never reaches it, and files
-    that change while they are being loaded cannot mix two states. Should the live load still
-    fail, the last good copies are loaded back."""
+    The pair in use is kept in memory, and the context only ever loads bytes read once and
+    proven first: they must match (`check_pair`) and load into a scratch context with the live
+    one's protocol. Loading goes through private files (0600 in a 0700 directory) that are
+    removed as soon as OpenSSL has read them, so no key outlives its use on disk. Should the
+    live load still fail, the pair in use is loaded back. Construction reads and checks the
+    files too: a pair that does not match refuses the listener (ValueError)."""
 
     def __init__(self, listener: str, cert_file: str, key_file: str) -> None:
         self._listener, self._cert_file, self._key_file = listener, cert_file, key_file
-        self._stamp = _stamp((cert_file, key_file))  # before the listener reads them
+        self._stamp = _stamp((cert_file, key_file))  # before the files are read
         self._refused: _Stamp | None = None
-        self._dir = tempfile.TemporaryDirectory(prefix="capgate-tls-")
-        self._good: tuple[str, str] | None = None
-        self._generation = 0
+        try:
+            self._good = (Path(cert_file).read_bytes(), Path(key_file).read_bytes())
+        except OSError as exc:
+            raise ValueError(
+                f"listener {listener!r}: cannot read its TLS files: {exc.strerror or exc}"
+            ) from None
+        try:
+            check_pair(*self._good)
+        except ValueError as exc:
+            raise ValueError(f"listener {listener!r}: TLS files: {exc}") from None
 
-    def close(self) -> None:
-        self._dir.cleanup()
-
-    def _copies(self, cert: bytes, key: bytes) -> tuple[str, str]:
-        self._generation += 1
-        base = Path(self._dir.name)
-        cert_path = base / f"{self._generation}.crt"
-        key_path = base / f"{self._generation}.key"
-        for path, data in ((cert_path, cert), (key_path, key)):
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-        return str(cert_path), str(key_path)
+    @contextlib.contextmanager
+    def materialized(self, pair: tuple[bytes, bytes] | None = None) -> Iterator[tuple[str, str]]:
+        """Private files holding `pair` (default: the pair in use), removed on exit."""
+        cert, key = pair or self._good
+        directory = tempfile.mkdtemp(prefix="capgate-tls-")
+        try:
+            paths = (os.path.join(directory, "tls.crt"), os.path.join(directory, "tls.key"))
+            for path, data in zip(paths, (cert, key), strict=True):
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as out:
+                    out.write(data)
+            yield paths
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
 
     def refresh(self, context: ssl.SSLContext) -> bool:
         """True when the context took a new pair."""
         stamp = _stamp((self._cert_file, self._key_file))
         if stamp in (self._stamp, self._refused):
             return False
+        self._refused = stamp  # until proven otherwise: a failure is said once per state
         try:
-            cert = Path(self._cert_file).read_bytes()
-            key = Path(self._key_file).read_bytes()
-            check_pair(cert, key)
-            paths = self._copies(cert, key)
-            ssl.SSLContext(context.protocol).load_cert_chain(*paths)  # the proof
+            pair = (Path(self._cert_file).read_bytes(), Path(self._key_file).read_bytes())
+            check_pair(*pair)
+            with self.materialized(pair) as paths:
+                ssl.SSLContext(context.protocol).load_cert_chain(*paths)  # the proof
+                context.load_cert_chain(*paths)
         except (OSError, ValueError, ssl.SSLError) as exc:
-            self._refused = stamp
+            self._restore(context)
             log.warning(
                 "listener %s: TLS files: %s; keeping the certificate in use",
                 self._listener,
                 type(exc).__name__ if isinstance(exc, (OSError, ssl.SSLError)) else exc,
             )
             return False
-        try:
-            context.load_cert_chain(*paths)
-        except ssl.SSLError:
-            if self._good is not None:
-                context.load_cert_chain(*self._good)
-            self._refused = stamp
-            log.warning("listener %s: the live TLS context refused the new pair", self._listener)
-            return False
-        self._stamp, self._refused, self._good = stamp, None, paths
+        self._stamp, self._refused, self._good = stamp, None, pair
         log.info("listener %s: TLS certificate reloaded", self._listener)
         return True
+
+    def _restore(self, context: ssl.SSLContext) -> None:
+        """Load the pair in use back (a failed load may have left the context without it)."""
+        try:
+            with self.materialized() as paths:
+                context.load_cert_chain(*paths)
+        except (OSError, ssl.SSLError):
+            log.exception("listener %s: could not restore its TLS certificate", self._listener)

@@ -254,6 +254,9 @@ class McpApp:
             message = parse_message(value)
         except RpcError as err:
             return _json(400, error(request_id(value), err))
+        twice = modern.repeated(request.headers)
+        if twice is not None:  # before routing: which copy decides the era cannot be known
+            return _json(modern.status_of(twice.code), error(request_id(value), twice))
         version = request.headers.get(modern.VERSION_HEADER)
         if modern.is_modern(version, SUPPORTED_VERSIONS):
             return await self._post_modern(request, actor, message, encoding)
@@ -305,9 +308,6 @@ class McpApp:
                 return _json(modern.status_of(err.code), error(None, err))
             return Response(None, 202)
         try:
-            twice = modern.repeated(request.headers)
-            if twice is not None:
-                raise twice
             modern.classify(message.method, message.params, request.headers, SUPPORTED_VERSIONS)
             reply = await self._handle(request, message, actor)
         except RpcError as err:

@@ -63,7 +63,7 @@ def is_modern(version_header: str | None, handshake_versions: tuple[str, ...]) -
     return version_header is not None and version_header not in handshake_versions
 
 
-_VERSION_SHAPE: Final = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_VERSION_SHAPE: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 def unsupported(requested: str, handshake_versions: tuple[str, ...]) -> RpcError:
@@ -74,7 +74,7 @@ def unsupported(requested: str, handshake_versions: tuple[str, ...]) -> RpcError
         "Unsupported protocol version.",
         data={
             "supported": [*MODERN_VERSIONS, *handshake_versions],
-            "requested": requested if _VERSION_SHAPE.match(requested) else "(not a version)",
+            "requested": requested if _VERSION_SHAPE.fullmatch(requested) else "(not a version)",
         },
     )
 

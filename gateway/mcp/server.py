@@ -83,15 +83,12 @@ async def _watch_certificate(
     files: CertificateFiles, context: ssl.SSLContext, interval_s: float = 1.0
 ) -> None:
     """Poll the listener's certificate files; a renewed matching pair serves new connections."""
-    try:
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                files.refresh(context)
-            except Exception:  # a surprise in one poll must not end certificate rotation
-                log.exception("certificate check failed; the next poll tries again")
-    finally:
-        files.close()
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            files.refresh(context)
+        except Exception:  # a surprise in one poll must not end certificate rotation
+            log.exception("certificate check failed; the next poll tries again")
 
 
 def envelope_limits(settings: Settings) -> Limits:
@@ -143,21 +140,23 @@ async def start_mcp_listener(
 ) -> McpListener:
     tls = listener.tls
     app = build_app(listener, snapshot, runtime, limits=limits, scheme="https" if tls else "http")
-    config = uvicorn.Config(
-        app,
-        lifespan="off",
-        http="h11",
-        ws="none",
-        log_config=None,
-        access_log=False,
-        server_header=False,
-        proxy_headers=False,  # the Host header is validated as received, never rewritten
-        ssl_certfile=tls.cert_file if tls else None,
-        ssl_keyfile=tls.key_file if tls else None,
-    )
-    # Stamped before uvicorn reads the files: a rotation in between is seen by the first poll.
+    # Read and checked once (a pair that does not match refuses the listener); uvicorn loads
+    # the very bytes that were checked, so a rotation in between is seen by the first poll.
     files = CertificateFiles(listener.name, tls.cert_file, tls.key_file) if tls else None
-    config.load()
+    with files.materialized() if files else contextlib.nullcontext((None, None)) as (cert, key):
+        config = uvicorn.Config(
+            app,
+            lifespan="off",
+            http="h11",
+            ws="none",
+            log_config=None,
+            access_log=False,
+            server_header=False,
+            proxy_headers=False,  # the Host header is validated as received, never rewritten
+            ssl_certfile=cert,
+            ssl_keyfile=key,
+        )
+        config.load()
     server = uvicorn.Server(config)
     server.lifespan = config.lifespan_class(config)
     sock = _bind(listener.address)

@@ -53,3 +53,28 @@ async def test_a_refused_reload_is_tried_again_until_its_upstream_answers(
         await gw.stop(0.2)
         if later is not None:
             await later.stop(0)
+
+
+async def test_no_retry_outlives_stop(
+    orders_upstream: str,
+    redis_server: RedisProcess,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(serve_module, "RELOAD_RETRY_S", 0.1)
+    data = yaml.safe_load((HERE / "gateway.yaml").read_text())
+    data["upstreams"]["orders"]["descriptor_set"] = str(HERE / "../../examples/orders/orders.pb")
+    data["policies"]["paths"] = [str(HERE / "../../examples/policies")]
+    environ = gateway_environ(orders_upstream, redis_server.url, tempfile.mkdtemp(prefix="cg-"))
+    (tmp_path / "gateway.yaml").write_text(yaml.safe_dump(data))
+    gw = await start(load_settings(tmp_path / "gateway.yaml", environ=environ))
+    data["upstreams"]["later"] = {"address": f"127.0.0.1:{free_port()}", "kind": "grpc"}
+    get = next(c for c in data["capabilities"] if c["id"] == "orders.get")
+    data["capabilities"].append({**get, "id": "later.get", "upstream": "later"})
+    (tmp_path / "gateway.yaml").write_text(yaml.safe_dump(data))
+    await gw.reload(load_settings(tmp_path / "gateway.yaml", environ=environ))
+    assert any(t.get_name() == "reload-retry" and not t.done() for t in gw.tasks)
+    await gw.stop(0.1)
+    await asyncio.sleep(0.5)  # several retry periods
+    assert all(t.done() for t in gw.tasks)
+    assert all(t.get_name() != "reload-retry" for t in asyncio.all_tasks())
