@@ -375,7 +375,7 @@ async def _serve(args: argparse.Namespace) -> int:
             loaded = workers.worker_settings(loaded, args.worker_index, ports, args.actor_key_file)
         return loaded
 
-    settings = prepared(settings)
+    loaded, settings = settings, prepared(settings)
     try:
         gw = await start(settings, reuse_port=args.worker_index is not None)
     except (
@@ -408,7 +408,7 @@ async def _serve(args: argparse.Namespace) -> int:
             on_change=on_change,
             on_error=on_error,
             interval_s=args.watch_interval,
-            initial=settings,
+            initial=loaded,  # as loaded: its key files and revision are the file's
         )
         gw.watcher.start()
     if args.ready_file:

@@ -25,4 +25,6 @@ async def cancel_all(tasks: list[asyncio.Task[Any]], timeout_s: float = 5.0) -> 
         _, pending = await asyncio.wait(pending, timeout=min(left, 0.5))
     for task in tasks:
         if task.done() and not task.cancelled():
-            task.exception()  # retrieved: a failure here must not be reported at exit
+            failure = task.exception()  # retrieved here, not reported again at exit
+            if failure is not None:
+                log.warning("background task %s had failed: %r", task.get_name(), failure)
