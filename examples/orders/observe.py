@@ -3,7 +3,7 @@
 Tests read it in-process (`Recorder`) or over gRPC (`orders.v1.Control/GetStats`). Only ids
 from forwarded metadata are kept, never payloads or the actor token itself. When a JWKS is
 configured, every call must carry a valid gateway-signed actor token for this upstream,
-verified with `gateway.auth.verify` as an upstream's own middleware would.
+verified with `capgate_client.server` as an upstream's own middleware would.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class Recorder:
     """Counts and a bounded log of calls; verifies actor tokens when given a verifier."""
 
     def __init__(self, verifier: Any = None) -> None:
-        self.verifier = verifier  # gateway.auth.verify.ActorTokenVerifier or None
+        self.verifier = verifier  # capgate_client.server.ActorTokenVerifier or None
         self.calls: Counter[str] = Counter()
         self.cancelled: Counter[str] = Counter()
         self.log: deque[pb.CallRecord] = deque(maxlen=LOG_SIZE)
@@ -65,7 +65,7 @@ class Recorder:
         return record
 
     def _verify(self, record: pb.CallRecord, token: str | None) -> None:
-        from gateway.auth.verify import ActorTokenInvalid  # noqa: PLC0415 - only with a JWKS
+        from capgate_client.actor_token import ActorTokenInvalid  # noqa: PLC0415 - only with a JWKS
 
         if token is None:
             raise Refusal(grpc.StatusCode.UNAUTHENTICATED, "actor token required")

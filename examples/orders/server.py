@@ -249,7 +249,7 @@ class ControlService(pb_grpc.ControlServicer):
 
 def actor_verifier(jwks: Mapping[str, Any], *, issuer: str, audience: str) -> Any:
     """The gateway's own verifier (what an upstream's middleware runs), imported lazily."""
-    from gateway.auth.verify import ActorTokenVerifier  # noqa: PLC0415 - optional dependency
+    from capgate_client.actor_token import ActorTokenVerifier  # noqa: PLC0415 - optional dependency
 
     return ActorTokenVerifier(jwks, issuer=issuer, audience=audience, leeway_s=5)
 

@@ -1,8 +1,9 @@
 """Transport authentication (stage 1, SI-3) and the gateway-signed actor token sent upstream.
 
 Public surface: `Authenticator`, `AuthenticationFailed`, `build_authenticator`,
-`server_credentials`, `strip_capgate_metadata` (listeners); `ActorTokenSigner` (gateway side)
-and `ActorTokenVerifier` / `ActorTokenInvalid` (upstream side). See docs/auth.md.
+`server_credentials`, `strip_capgate_metadata` (listeners); `ActorTokenSigner` (gateway side).
+Upstreams verify actor tokens with the client package: `capgate_client.server.ActorTokenVerifier`
+(Go, TypeScript and Java have theirs). See docs/auth.md.
 """
 
 from gateway.auth.actor_token import ActorTokenSigner
@@ -13,12 +14,9 @@ from gateway.auth.base import (
     server_credentials,
     strip_capgate_metadata,
 )
-from gateway.auth.verify import ActorTokenInvalid, ActorTokenVerifier
 
 __all__ = [
-    "ActorTokenInvalid",
     "ActorTokenSigner",
-    "ActorTokenVerifier",
     "AuthenticationFailed",
     "Authenticator",
     "build_authenticator",

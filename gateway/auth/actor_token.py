@@ -2,7 +2,7 @@
 
 A compact JWS (EdDSA with Ed25519, or ES256 with a P-256 key) from a key only the gateway holds.
 Caller credentials are never passed through; this token is the only actor fact an upstream gets,
-so its middleware can verify it against the gateway's published JWKS (`gateway.auth.verify`).
+so its middleware can verify it against the gateway's published JWKS (`capgate_client.server`).
 
 Header: `alg`, `kid`, `typ: capgate-actor+jwt` (explicit typing, RFC 8725 §3.11).
 Claims: `iss` (the gateway), `aud` (the upstream's name), `sub` (actor id), `actor_iss` (the
@@ -19,15 +19,17 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from gateway.auth import jws
-from gateway.auth.verify import MAX_LIFETIME_S, TOKEN_TYPE
 from gateway.model import Actor
 from gateway.settings import ActorTokenSettings
+
+TOKEN_TYPE: Final = "capgate-actor+jwt"  # noqa: S105 — a media type, not a secret
+MAX_LIFETIME_S: Final = 60  # what every verifier (capgate_client and its ports) accepts at most
 
 
 def new_jti() -> str:

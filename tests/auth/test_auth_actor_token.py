@@ -10,12 +10,12 @@ from typing import Any
 import jwt as pyjwt
 import pytest
 from authkit import FakeClock
+from capgate_client.actor_token import ActorTokenInvalid, ActorTokenVerifier
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from gateway.auth import jws
 from gateway.auth.actor_token import ActorTokenSigner
-from gateway.auth.verify import ActorTokenInvalid, ActorTokenVerifier
 from gateway.model import Actor
 from gateway.settings import ActorTokenSettings
 

@@ -29,6 +29,21 @@ TOKEN_TYPE: Final = "capgate-actor+jwt"  # noqa: S105 — a media type, not a se
 MAX_LIFETIME_S: Final = 60
 _B64URL: Final = re.compile(r"[A-Za-z0-9_-]*")
 _COORD: Final = 32  # P-256 coordinate bytes; an ES256 signature is raw R || S (RFC 7518 §3.4)
+REASONS: Final[frozenset[str]] = frozenset(
+    {
+        "malformed",
+        "bad_alg",
+        "wrong_type",
+        "unknown_kid",
+        "bad_signature",
+        "invalid_claims",
+        "wrong_issuer",
+        "wrong_audience",
+        "expired",
+        "not_yet_valid",
+        "lifetime_exceeded",
+    }
+)  # every `ActorTokenInvalid.reason`
 _STRING_CLAIMS: Final = ("iss", "sub", "actor_iss", "kind", "exec_id", "cap", "surface", "jti")
 _OPTIONAL_STRING_CLAIMS: Final = ("approval_id", "approver")
 
