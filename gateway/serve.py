@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -75,9 +74,6 @@ class Gateway:
     watcher: ConfigWatcher | None = None
     telemetry: Telemetry | None = None
     mcp: list[Any] = field(default_factory=list)  # gateway.mcp.server.McpListener
-    # Per listener: a digest of the key files its authenticator was built from (JWKS), so a
-    # reload rebuilds exactly the authenticators whose keys changed.
-    key_digests: dict[str, str] = field(default_factory=dict)
     _reload_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _generation: int = 0
     _stopped: bool = False
@@ -171,15 +167,13 @@ class Gateway:
                     "TLS, socket, admin settings) take a restart",
                     old.name,
                 )
-            keys = _key_digest(live)
-            if live == old and keys == self.key_digests.get(old.name):
+            if live == old:  # JWKS content included (JwtAuth.jwks_digest)
                 continue
             try:
                 item.rebind(live)
             except ValueError as exc:
                 log.error("listener %s keeps its authentication settings: %s", old.name, exc)
                 continue
-            self.key_digests[old.name] = keys
             log.info("listener %s: authentication settings reloaded", old.name)
         for name in fresh:
             log.warning("listener %s is new in the config: starting it takes a restart", name)
@@ -207,17 +201,6 @@ class Gateway:
                 await self.redis.aclose()
         if self.redis_process is not None:
             self.redis_process.stop()
-
-
-def _key_digest(listener: Listener) -> str:
-    """SHA-256 of the JWKS file `listener` verifies with ("" without one; "?" unreadable)."""
-    jwt = listener.jwt
-    if jwt is None or not jwt.jwks_file:
-        return ""
-    try:
-        return hashlib.sha256(Path(jwt.jwks_file).read_bytes()).hexdigest()
-    except OSError:
-        return "?"
 
 
 async def _redis_health(gw: Gateway) -> None:
@@ -312,9 +295,6 @@ async def start(
     )
     telemetry = start_telemetry(settings.telemetry, span_processors=span_processors)
     grpc_listeners = tuple(x for x in settings.listeners if x.protocol == "grpc")
-    # Taken before the authenticators read the key files: a rotation in between is then seen
-    # as a change by the first reload, never missed.
-    key_digests = {listener.name: _key_digest(listener) for listener in settings.listeners}
     try:
         servers = await start_listeners(
             grpc_listeners,
@@ -336,7 +316,6 @@ async def start(
             process.stop()
         raise
     gw = Gateway(settings, holder, runtime, servers, pool, redis, process, telemetry=telemetry)
-    gw.key_digests = key_digests
     if any(x.protocol == "mcp" for x in settings.listeners):
         from gateway.mcp.server import start_mcp_listeners  # noqa: PLC0415 - HTTP stack if used
 

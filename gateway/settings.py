@@ -28,6 +28,8 @@ class JwtKey:
 class JwtAuth:
     keys: tuple[JwtKey, ...] = ()
     jwks_file: str | None = None  # keys from a JWKS file; each key's alg must be set there
+    # SHA-256 of the JWKS file as loaded: settings differ when its keys do (a reload rebinds)
+    jwks_digest: str = ""
     issuers: tuple[str, ...] = ()  # allow-list; required
     audience: str = ""  # checked per listener; required
     max_lifetime_s: int = 3600

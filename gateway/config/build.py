@@ -63,6 +63,13 @@ def jwt_auth(node: Mapping[str, Any], base: Path) -> JwtAuth:
     return _Builder(base).jwt(node)
 
 
+def _file_digest(path: str) -> str:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return "?"  # unreadable right now: the checks report it; a later load will differ
+
+
 class _Builder:
     def __init__(self, base: Path) -> None:
         self.base = base
@@ -82,8 +89,10 @@ class _Builder:
 
     def jwt(self, node: Mapping[str, Any]) -> JwtAuth:
         keys = tuple(self.jwt_key(k) for k in node.get("keys", ()))
+        jwks = node.get("jwks_file")
         return JwtAuth(
             keys=keys,
+            jwks_digest=_file_digest(self.path(jwks)) if jwks else "",
             **_kw(
                 node,
                 {
