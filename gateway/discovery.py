@@ -19,7 +19,7 @@ from gateway.model import Actor
 from gateway.snapshot import Snapshot
 from gateway.stages.actor import check_actor
 from gateway.stages.exposure import check_exposure
-from gateway.stages.policies import evaluate_invocation_policies
+from gateway.stages.policies import eval_request, evaluate_invocation_policies
 from gateway.stages.resolve import resolve_capability
 from gateway.stages.validate import validate_input
 from policy import Decision, EvalRequest, Phase, Stance
@@ -42,23 +42,26 @@ def describe(
     for cap_id, prepared in snapshot.capabilities.items():
         if (wanted and cap_id not in wanted) or not prepared.capability.exposed_on(surface):
             continue
-        ev = snapshot.policies.evaluate_all(
-            Phase.DISCOVERY,
-            EvalRequest(
-                actor=actor_value,
-                capability=prepared.policy_value,
-                capability_policies=prepared.capability.policies,
-                surface=surface,
-                input=None,
-                now=now,
-            ),
-        )
-        if ev.decision in (Decision.DENY, Decision.HIDE):
+        phases = prepared.policy_phases
+        decision = Decision.ALLOW  # no discovery policy applies: shown as configured
+        if phases is None or Phase.DISCOVERY in phases:
+            decision = snapshot.policies.evaluate_all(
+                Phase.DISCOVERY,
+                EvalRequest(
+                    actor=actor_value,
+                    capability=prepared.policy_value,
+                    capability_policies=prepared.capability.policies,
+                    surface=surface,
+                    input=None,
+                    now=now,
+                ),
+            ).decision
+        if decision in (Decision.DENY, Decision.HIDE):
             continue  # indistinguishable from nonexistent; errors fail closed the same way
         descriptor = out.capabilities.add()
         descriptor.CopyFrom(prepared.descriptor)
         descriptor.requires_approval = (
-            ev.decision is Decision.REQUIRE_APPROVAL or prepared.capability.approval.required
+            decision is Decision.REQUIRE_APPROVAL or prepared.capability.approval.required
         )
     rt.audit.emit(
         {
@@ -167,17 +170,8 @@ async def explain_phase(
     except CapabilityError as err:
         response.error.CopyFrom(error_proto(err, types_pb2.EXECUTION_STATE_NOT_STARTED))
         return response
-    assert call.prepared is not None
     ev = snapshot.policies.evaluate_all(
-        phase,
-        EvalRequest(
-            actor=actor.as_policy_value(),
-            capability=call.prepared.policy_value,
-            capability_policies=call.prepared.capability.policies,
-            surface=surface,
-            input=call.input if phase is Phase.EXECUTION else None,
-            now=datetime.fromtimestamp(rt.wall(), UTC),
-        ),
+        phase, eval_request(call, rt, with_input=phase is Phase.EXECUTION)
     )
     response.decision = _DECISIONS[ev.decision]
     if ev.approval is not None:

@@ -267,13 +267,15 @@ class McpApp:
         if message.kind != "request":
             return Response(None, 202)  # notifications and responses: accepted, no body
         try:
-            reply = await self._handle(request, message, actor)
+            reply = await self._handle(request, message, actor, stateless=False)
         except RpcError as err:
             return _encode(error(message.id, err), encoding, {})
         headers = {"mcp-session-id": reply.session_id} if reply.session_id else {}
         return _encode(result(message.id, reply.result), encoding, headers)
 
-    async def _handle(self, request: Request, message: Message, actor: Actor) -> Reply:
+    async def _handle(
+        self, request: Request, message: Message, actor: Actor, *, stateless: bool
+    ) -> Reply:
         """The handler's reply under the request's SERVER span (W3C context from headers)."""
         traceparent = request.headers.get("traceparent", "")
         carrier = [
@@ -289,9 +291,7 @@ class McpApp:
                 message,
                 actor,
                 traceparent=traceparent,
-                stateless=modern.is_modern(
-                    request.headers.get(modern.VERSION_HEADER), SUPPORTED_VERSIONS
-                ),
+                stateless=stateless,
             )
 
     async def _post_modern(
@@ -309,7 +309,7 @@ class McpApp:
             return Response(None, 202)
         try:
             modern.classify(message.method, message.params, request.headers, SUPPORTED_VERSIONS)
-            reply = await self._handle(request, message, actor)
+            reply = await self._handle(request, message, actor, stateless=True)
         except RpcError as err:
             status = modern.status_of(err.code)
             if status != 200:
