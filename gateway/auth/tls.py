@@ -62,6 +62,27 @@ def check_pair(cert_pem: bytes, key_pem: bytes) -> None:
         raise ValueError("the certificate does not belong to the private key")
 
 
+def read_checked(
+    listener: str, cert_file: str, key_file: str, ca_file: str | None = None
+) -> tuple[bytes, bytes, bytes | None]:
+    """The listener's certificate, key and client CA bundle, read once and checked: ValueError
+    naming the listener and the problem (never the files' contents) unless they can serve."""
+    try:
+        cert, key = Path(cert_file).read_bytes(), Path(key_file).read_bytes()
+        root = Path(ca_file).read_bytes() if ca_file else None
+    except OSError as exc:
+        raise ValueError(
+            f"listener {listener!r}: cannot read {exc.filename}: {exc.strerror or exc}"
+        ) from None
+    try:
+        check_pair(cert, key)
+        if root is not None:
+            x509.load_pem_x509_certificates(root)
+    except ValueError as exc:
+        raise ValueError(f"listener {listener!r}: TLS files: {exc}") from None
+    return cert, key, root
+
+
 class RotatingCertificates:
     """One listener's certificate, key and optional client CA, reloaded when they change."""
 
@@ -74,24 +95,10 @@ class RotatingCertificates:
         self._refused: _Stamp | None = None
         self.initial = self._load()  # ValueError: the listener does not start
 
-    def _read(self, path: str) -> bytes:
-        try:
-            return Path(path).read_bytes()
-        except OSError as exc:
-            raise ValueError(
-                f"listener {self._listener!r}: cannot read {path}: {exc.strerror or exc}"
-            ) from None
-
     def _load(self) -> grpc.ServerCertificateConfiguration:
-        cert, key = self._read(self._cert_file), self._read(self._key_file)
-        root = self._read(self._ca_file) if self._ca_file else None
-        try:
-            check_pair(cert, key)
-            if root is not None:
-                x509.load_pem_x509_certificates(root)
-        except ValueError as exc:
-            # The message names the files, never their contents.
-            raise ValueError(f"listener {self._listener!r}: TLS files: {exc}") from None
+        cert, key, root = read_checked(
+            self._listener, self._cert_file, self._key_file, self._ca_file
+        )
         return grpc.ssl_server_certificate_configuration([(key, cert)], root_certificates=root)
 
     def fetch(self) -> grpc.ServerCertificateConfiguration | None:
@@ -143,16 +150,7 @@ class CertificateFiles:
         self._listener, self._cert_file, self._key_file = listener, cert_file, key_file
         self._stamp = _stamp((cert_file, key_file))  # before the files are read
         self._refused: _Stamp | None = None
-        try:
-            self._good = (Path(cert_file).read_bytes(), Path(key_file).read_bytes())
-        except OSError as exc:
-            raise ValueError(
-                f"listener {listener!r}: cannot read its TLS files: {exc.strerror or exc}"
-            ) from None
-        try:
-            check_pair(*self._good)
-        except ValueError as exc:
-            raise ValueError(f"listener {listener!r}: TLS files: {exc}") from None
+        self._good = read_checked(listener, cert_file, key_file)[:2]
 
     @contextlib.contextmanager
     def materialized(self, pair: tuple[bytes, bytes] | None = None) -> Iterator[tuple[str, str]]:
@@ -176,18 +174,15 @@ class CertificateFiles:
             return False
         self._refused = stamp  # until proven otherwise: a failure is said once per state
         try:
-            pair = (Path(self._cert_file).read_bytes(), Path(self._key_file).read_bytes())
-            check_pair(*pair)
+            pair = read_checked(self._listener, self._cert_file, self._key_file)[:2]
             with self.materialized(pair) as paths:
                 ssl.SSLContext(context.protocol).load_cert_chain(*paths)  # the proof
                 context.load_cert_chain(*paths)
         except (OSError, ValueError, ssl.SSLError) as exc:
             self._restore(context)
-            log.warning(
-                "listener %s: TLS files: %s; keeping the certificate in use",
-                self._listener,
-                type(exc).__name__ if isinstance(exc, (OSError, ssl.SSLError)) else exc,
-            )
+            if not isinstance(exc, ValueError):  # read_checked's ValueError names the listener
+                exc = ValueError(f"listener {self._listener!r}: TLS files: {type(exc).__name__}")
+            log.warning("%s; keeping the certificate in use", exc)
             return False
         self._stamp, self._refused, self._good = stamp, None, pair
         log.info("listener %s: TLS certificate reloaded", self._listener)
