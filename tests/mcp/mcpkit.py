@@ -63,15 +63,7 @@ class McpEnv:
         """A raw initialize; the session id it opened."""
         response = await http.post(
             "/mcp",
-            json=request(
-                1,
-                "initialize",
-                {
-                    "protocolVersion": PROTOCOL,
-                    "capabilities": {},
-                    "clientInfo": {"name": "raw", "version": "1"},
-                },
-            ),
+            json=initialize_body(),
             headers={"authorization": bearer(actor), "accept": ACCEPT},
         )
         assert response.status_code == 200, response.text
@@ -103,6 +95,16 @@ class McpEnv:
     async def close(self) -> None:
         if self._admin is not None:
             await self._admin.close()
+
+
+def initialize_body(version: str = PROTOCOL) -> dict[str, Any]:
+    """A raw handshake-era `initialize` request."""
+    params = {
+        "protocolVersion": version,
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    }
+    return request(1, "initialize", params)
 
 
 def request(message_id: int, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
