@@ -8,6 +8,7 @@ audit) so that tests can substitute deterministic ones (STYLE principle 5).
 from __future__ import annotations
 
 import os
+import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -52,7 +53,9 @@ class Runtime:
     monotonic: Callable[[], float] = time.monotonic
     new_id: Callable[[], str] = field(default=lambda: os.urandom(16).hex())
     sleep: Callable[[float], Awaitable[None]] | None = None
-    jitter: Callable[[], float] = field(default=lambda: 1.0)
+    # Uniform draws in [0, 1) for retry backoff (full jitter, docs/upstreams.md §5): real
+    # randomness by default, a fixed sequence in tests.
+    jitter: Callable[[], float] = random.random
 
 
 @dataclass(eq=False, slots=True)
