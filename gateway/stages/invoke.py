@@ -7,6 +7,7 @@ upstream is that span's context (else the current span's, else the caller's head
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import Any
 
@@ -25,6 +26,15 @@ _STATES = {
     ExecutionState.COMPLETED: types_pb2.EXECUTION_STATE_COMPLETED,
     ExecutionState.UNKNOWN: types_pb2.EXECUTION_STATE_UNKNOWN,
 }
+
+
+# A W3C traceparent (version-format 00 shape, any version byte but ff). The caller's header is
+# forwarded only in this shape: grpcio admits up to 16 KiB, which the upstream may refuse.
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+
+
+def _w3c(header: str) -> str:
+    return header if _TRACEPARENT.fullmatch(header) and not header.startswith("ff") else ""
 
 
 def forwarded_metadata(call: Call, rt: Runtime) -> list[tuple[str, str]]:
@@ -92,7 +102,7 @@ class _Attempts:
                 return await self._inner(
                     input_value,
                     timeout=timeout,
-                    metadata=[*metadata, *traceparent(self._call.traceparent)],
+                    metadata=[*metadata, *traceparent(_w3c(self._call.traceparent))],
                 )
             except CapabilityError as err:
                 code = err.code.value

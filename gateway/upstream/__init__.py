@@ -5,5 +5,6 @@ Modules: `descriptors` (descriptor sets, server reflection, `resolve_method`), `
 (`MessageCodec`; field converters in `fields`, well-known types in
 `wellknown`), `schema` (`derive_schema`), `channels` (`ChannelPool`), `call`
 (`UpstreamCall`, `call_with_retry`), `status` (the status → code table), `state`
-(execution state of a failed call), `errors` (`UpstreamConfigError`, `TranscodeError`).
+(execution state of a failed call), `headers` (which caller values may travel as metadata),
+`errors` (`UpstreamConfigError`, `TranscodeError`).
 """

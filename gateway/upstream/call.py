@@ -24,7 +24,7 @@ from typing import Any, Final, Protocol
 
 import grpc
 import orjson
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import DecodeError, EncodeError, Message
 
 from capgate.v1 import procedure_pb2
 from gateway.errors import CapabilityError, Code
@@ -93,24 +93,31 @@ class _Invoker:
         self.full_method = full_method
         self._upstream = upstream.name
         self._max_bytes = upstream.max_response_bytes
-        # Built once (STYLE: compile once); no response deserializer, so the reply arrives as
-        # bytes and decoding failures stay ours to map (OUTPUT_INVALID, not a crash).
+        self._serialize = serializer
+        # Built once (STYLE: compile once). No serializers: the request is encoded here, because
+        # grpcio logs a serializer's exception and sends an empty message instead; and the reply
+        # arrives as bytes, so decoding failures stay ours to map (OUTPUT_INVALID, not a crash).
         self._multicallable = channel.unary_unary(
-            full_method, request_serializer=serializer, response_deserializer=None
+            full_method, request_serializer=None, response_deserializer=None
         )
 
     async def _send(self, request: Message, timeout_s: float, metadata: Metadata) -> bytes:
         try:
-            raw: bytes = await self._multicallable(request, timeout=timeout_s, metadata=metadata)
+            payload = self._serialize(request)
+        except (EncodeError, ValueError, TypeError) as err:
+            raise _not_sent(Code.EXECUTION_FAILED, f"request not encodable: {err}") from err
+        try:
+            raw: bytes = await self._multicallable(payload, timeout=timeout_s, metadata=metadata)
         except grpc.aio.AioRpcError as err:
             raise map_rpc_error(err, upstream=self._upstream) from err
         except grpc.aio.UsageError as err:  # the channel was closed (a reload retired it)
-            raise with_state(
-                CapabilityError(
-                    Code.UPSTREAM_UNAVAILABLE, reason=f"upstream {self._upstream}: {err}"
-                ),
-                ExecutionState.NOT_STARTED,
-            ) from err
+            raise _not_sent(Code.UPSTREAM_UNAVAILABLE, f"upstream {self._upstream}: {err}") from err
+        except (grpc.aio.BaseError, ValueError, TypeError) as err:
+            # grpcio refused the call locally before anything went out: ExecuteBatchError for
+            # metadata gRPC does not allow (stage 5 refuses caller values that would), or a
+            # value of the wrong type. Nothing reached the upstream (issue 14).
+            reason = f"upstream {self._upstream}: not sent: {type(err).__name__}"
+            raise _not_sent(Code.EXECUTION_FAILED, reason) from err
         if len(raw) > self._max_bytes:
             raise _invalid_output(f"reply of {len(raw)} bytes over max_response_bytes")
         return raw
@@ -208,6 +215,10 @@ def procedure_call(
 ) -> ProcedureCall:
     """The prepared call of a `kind: procedure` capability."""
     return ProcedureCall(channel, capability_id=capability_id, upstream=upstream)
+
+
+def _not_sent(code: Code, reason: str) -> CapabilityError:
+    return with_state(CapabilityError(code, reason=reason), ExecutionState.NOT_STARTED)
 
 
 def _invalid_output(reason: str) -> CapabilityError:

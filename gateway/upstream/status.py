@@ -9,6 +9,9 @@
 | UNAVAILABLE, never connected            | UPSTREAM_UNAVAILABLE | yes         | NOT_STARTED |
 | UNAVAILABLE, after connecting           | UPSTREAM_UNAVAILABLE | yes         | UNKNOWN     |
 | reply over max_response_bytes (client)  | OUTPUT_INVALID       | no          | COMPLETED   |
+| RESOURCE_EXHAUSTED: request over the     | EXECUTION_FAILED     | no (SI-9)   | NOT_STARTED |
+|   send limit, or headers the upstream    |                      |             |             |
+|   refused before its handler ran         |                      |             |             |
 | any other status with a contract detail | EXECUTION_FAILED     | its message | COMPLETED   |
 | INTERNAL, UNKNOWN, DATA_LOSS            | EXECUTION_FAILED     | no (SI-9)   | UNKNOWN     |
 | any other status                        | EXECUTION_FAILED     | no (SI-9)   | COMPLETED   |
@@ -54,6 +57,7 @@ _UNKNOWN_OUTCOME: Final = frozenset(
 # What grpc-core says when no connection was ever made (so nothing was sent).
 _NEVER_CONNECTED: Final = ("failed to connect to all addresses", "DNS resolution failed")
 _TOO_LARGE: Final = "Received message larger than max"
+_NOT_SENT: Final = ("Sent message larger than max", "received metadata size exceeds")
 _DETAILS_KEY: Final = "grpc-status-details-bin"
 _CONTRACT: Final = procedure_pb2.ContractError.DESCRIPTOR.full_name
 _ERROR_INFO: Final = error_details_pb2.ErrorInfo.DESCRIPTOR.full_name
@@ -77,6 +81,13 @@ def map_status(
         # The channel refused a reply over max_response_bytes: the upstream did answer.
         error = CapabilityError(Code.OUTPUT_INVALID, reason=reason, executed=True)
         return _tag(error, code, ExecutionState.COMPLETED)
+    if code == _S.RESOURCE_EXHAUSTED and details.startswith(_NOT_SENT):
+        # Refused before any handler ran: our request over the channel's send limit, or our
+        # headers over the upstream's limit (grpc-core's server text; a reply's headers over
+        # ours arrive as "Stream removed (…)" and stay COMPLETED below).
+        return _tag(
+            CapabilityError(Code.EXECUTION_FAILED, reason=reason), code, ExecutionState.NOT_STARTED
+        )
     mapped = STATUS_TABLE.get(code)
     if code == _S.UNAVAILABLE and any(text in details for text in _NEVER_CONNECTED):
         state = ExecutionState.NOT_STARTED

@@ -39,6 +39,7 @@ PUBLIC = {
         "resolve_method",
     ],
     "errors": ["TranscodeError", "UpstreamConfigError"],
+    "headers": ["FORWARDED_RULE", "MAX_FORWARDED_LENGTH", "forwarded_value_issues"],
     "schema": ["DRAFT", "derive_schema"],
     "state": [
         "ATTEMPTS_KEY",
