@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from time import perf_counter
+from time import perf_counter, thread_time
 from typing import Any
 
 from policy.approvals import merge_requirements
@@ -49,7 +49,7 @@ class PolicySet:
         self._policies = tuple(policies)
         self._by_name = {p.name: p for p in policies}
         self._backend = backend
-        self._limit = limits.wall_time_s
+        self._limit = limits.cpu_time_s
         self._clock = clock or _utc_now
         self._constants = dict(constants)
         self._global = {
@@ -124,9 +124,13 @@ class PolicySet:
         return out
 
     def _stance(self, policy: CompiledPolicy, activation: Any) -> Stance | None:
-        """The policy's stance, None when its match.expr excludes it."""
+        """The policy's stance, None when its match.expr excludes it.
+
+        The time limit bounds this thread's CPU time (`thread_time`), not wall time: a thread
+        descheduled under CPU contention, or waiting for the GIL, does not spend the policy's
+        budget (issue 14). The evaluation runs on this thread, in cel-cpp or in Python."""
         run = self._backend.run
-        started = perf_counter()
+        started = thread_time()
         stance = Stance(policy.name, policy.mode, None, None, None, None)
         if policy.match is not None:
             outcome = run(policy.match.runnable, activation)
@@ -134,7 +138,7 @@ class PolicySet:
                 return _failed(
                     policy, None, f"match.expr: {safe_error(outcome, policy.match.source)}"
                 )
-            if not outcome and perf_counter() - started <= self._limit:
+            if not outcome and thread_time() - started <= self._limit:
                 return None
         for rule in policy.rules:
             outcome = run(rule.when.runnable, activation)
@@ -145,10 +149,12 @@ class PolicySet:
                 break
             if isinstance(outcome, str):
                 return _failed(policy, rule.index, f"when: {safe_error(outcome, rule.when.source)}")
-        if perf_counter() - started > self._limit:
-            # cel-cpp cannot be interrupted; a late result is discarded (SI-7).
+        if thread_time() - started > self._limit:
+            # cel-cpp cannot be interrupted; a result past the CPU budget is discarded (SI-7).
             limit_ms = f"{self._limit * 1000:g}"
-            return _failed(policy, stance.rule, f"evaluation exceeded the {limit_ms} ms time limit")
+            return _failed(
+                policy, stance.rule, f"evaluation exceeded the {limit_ms} ms CPU time limit"
+            )
         return stance
 
     def _combine(self, stances: list[Stance], elapsed: float) -> Evaluation:

@@ -121,16 +121,19 @@ class EvalRequest:
 class Limits:
     """Bounds on evaluation (SI-7).
 
-    cel-expr-python cannot be interrupted (it holds the GIL), so the wall-time limit is
-    checked after each policy's evaluation and a late result is discarded. Its
-    comprehension budget is fixed by the binding at `ITERATION_BUDGET` iterations.
+    `cpu_time_s` bounds the CPU time one policy's evaluation spends on the evaluating thread
+    (`time.thread_time`): the policy's own work, never the time the thread waited for a CPU
+    or for the GIL, so contention alone cannot fail a trivial policy. cel-expr-python cannot be
+    interrupted (it holds the GIL), so the limit is checked after each policy's evaluation and
+    a late result is discarded. Its comprehension budget is fixed by the binding at
+    `ITERATION_BUDGET` iterations.
     """
 
-    wall_time_s: float = 0.050
+    cpu_time_s: float = 0.050
 
     def __post_init__(self) -> None:
-        if not self.wall_time_s > 0:
-            raise ValueError("Limits.wall_time_s must be positive")
+        if not self.cpu_time_s > 0:
+            raise ValueError("Limits.cpu_time_s must be positive")
 
 
 ITERATION_BUDGET = 10_000

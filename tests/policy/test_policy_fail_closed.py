@@ -97,14 +97,14 @@ def test_a_failing_match_expression_fails_closed(load_policies, make_request):
     assert evaluation.failed is True
 
 
-def test_a_result_later_than_the_wall_time_limit_is_discarded(load_policies, make_request):
+def test_a_result_past_the_cpu_time_limit_is_discarded(load_policies, make_request):
     policy_set = load_policies(
         """
         policies:
           - name: slow
             rules: [{when: "input.items.all(i, i >= 0)", effect: allow}]
         """,
-        limits=Limits(wall_time_s=1e-9),
+        limits=Limits(cpu_time_s=1e-9),
     )
 
     evaluation = policy_set.evaluate_all(
@@ -118,10 +118,10 @@ def test_a_result_later_than_the_wall_time_limit_is_discarded(load_policies, mak
     assert evaluation.failed is True
 
 
-def test_the_default_wall_time_limit_is_fifty_milliseconds():
-    assert Limits().wall_time_s == 0.050
+def test_the_default_cpu_time_limit_is_fifty_milliseconds():
+    assert Limits().cpu_time_s == 0.050
     with pytest.raises(ValueError, match="positive"):
-        Limits(wall_time_s=0)
+        Limits(cpu_time_s=0)
 
 
 def test_a_shadow_policy_that_fails_is_recorded_but_not_enforced(load_policies, make_request):

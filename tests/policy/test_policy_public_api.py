@@ -54,7 +54,7 @@ def test_load_policy_set_signature():
         "(paths: 'Path | Sequence[Path]', *, "
         "registry: 'Mapping[str, Mapping[str, Any]] | None' = None, "
         "backend: 'str' = 'cel-expr-python', "
-        "limits: 'Limits' = Limits(wall_time_s=0.05), "
+        "limits: 'Limits' = Limits(cpu_time_s=0.05), "
         "clock: 'Callable[[], datetime] | None' = None) -> 'PolicySet'"
     )
 
@@ -88,7 +88,7 @@ def test_value_objects_have_the_agreed_fields():
         "duration_s",
     ]
     assert fields(LoadIssue) == ["path", "line", "column", "policy", "rule", "message"]
-    assert fields(Limits) == ["wall_time_s"]
+    assert fields(Limits) == ["cpu_time_s"]
 
 
 def test_value_objects_are_frozen():
