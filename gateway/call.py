@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from capgate.v1 import gateway_pb2, types_pb2
+from gateway.drain import Drain
 from gateway.model import Actor
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ class Runtime:
     # Uniform draws in [0, 1) for retry backoff (full jitter, docs/upstreams.md §5): real
     # randomness by default, a fixed sequence in tests.
     jitter: Callable[[], float] = random.random
+    drain: Drain = field(default_factory=Drain)  # calls in flight, answered at shutdown
 
 
 @dataclass(eq=False, slots=True)

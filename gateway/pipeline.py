@@ -104,25 +104,26 @@ async def run(
     with root_span("agent.capability_call") as span:
         started = _perf()
         try:
-            for stage in stages:
-                # Inline rather than a helper coroutine: one frame less per stage, 13 per call.
-                began = _perf()
-                try:
-                    if stage.span is None:
-                        outcome = await stage.run(call, rt)
-                    else:
-                        attrs = {"capgate.stage": stage.number}
-                        with child_span(stage.span, stage.span_kind, attrs):
+            with rt.drain.track():  # a shutdown may cancel the stages, not what follows
+                for stage in stages:
+                    # Inline rather than a helper coroutine: one frame less per stage, 13 per call.
+                    began = _perf()
+                    try:
+                        if stage.span is None:
                             outcome = await stage.run(call, rt)
-                finally:
-                    metrics.stage_duration.observe(_perf() - began, stage.label)
-                if outcome == SUSPEND:
-                    # Approval required (stage 8 emitted its event) or a stored envelope.
-                    assert call.result is not None
-                    kind = call.result.WhichOneof("outcome")
-                    outcome = "approval_required" if kind == "approval_required" else "replayed"
-                    _observe(call, span, outcome, "", started)
-                    return call.result
+                        else:
+                            attrs = {"capgate.stage": stage.number}
+                            with child_span(stage.span, stage.span_kind, attrs):
+                                outcome = await stage.run(call, rt)
+                    finally:
+                        metrics.stage_duration.observe(_perf() - began, stage.label)
+                    if outcome == SUSPEND:
+                        # Approval required (stage 8 emitted its event) or a stored envelope.
+                        assert call.result is not None
+                        kind = call.result.WhichOneof("outcome")
+                        outcome = "approval_required" if kind == "approval_required" else "replayed"
+                        _observe(call, span, outcome, "", started)
+                        return call.result
             result = await _completed(call, rt)
             _observe(call, span, "completed", "", started)
             return result
@@ -130,6 +131,12 @@ async def run(
             _observe(call, span, err.spec.kind.value, err.code.value, started)
             return await _failed(call, rt, err)
         except asyncio.CancelledError:
+            if rt.drain.claimed():
+                # A shutdown's grace period is ending (gateway/drain.py): answer the caller
+                # with the truth instead of letting grpc.aio abort the RPC as UNAVAILABLE.
+                shutdown = drained(call)
+                _observe(call, span, shutdown.spec.kind.value, shutdown.code.value, started)
+                return await _failed(call, rt, shutdown)
             # The caller went away: record it, then let cancellation propagate (nobody to answer).
             gone = CapabilityError(Code.CANCELLED, reason="caller cancelled")
             _observe(call, span, gone.spec.kind.value, gone.code.value, started)
@@ -142,6 +149,20 @@ async def run(
             )
             _observe(call, span, fault.spec.kind.value, fault.code.value, started)
             return await _failed(call, rt, fault)
+
+
+def drained(call: Call) -> CapabilityError:
+    """The answer to a call a shutdown cancelled (gateway/drain.py). Retrying it elsewhere is
+    safe only when no request reached the upstream; otherwise the envelope says UNKNOWN and the
+    caller decides (a retry could run the effect twice)."""
+    not_started = call.state == types_pb2.EXECUTION_STATE_NOT_STARTED
+    return CapabilityError(
+        Code.CANCELLED,
+        message="The gateway is shutting down; the call was cancelled.",
+        reason="gateway shutdown",
+        retryable=not_started,
+        executed=call.state == types_pb2.EXECUTION_STATE_COMPLETED,
+    )
 
 
 def _observe(call: Call, span: Span, outcome: str, code: str, started: float) -> None:

@@ -186,9 +186,16 @@ class Gateway:
         self._generation += 1  # any reload still queued or retrying is now stale
         if self.watcher is not None:
             self.watcher.stop()
-        await self.servers.stop(grace_s)
-        for mcp in self.mcp:
-            await mcp.stop(grace_s)
+        # All listeners stop taking calls at once; calls still running near the end of the
+        # grace period get a cancelled envelope instead of an aborted RPC (gateway/drain.py).
+        self.servers.not_serving()
+        answered, *_ = await asyncio.gather(
+            self.runtime.drain.answer(grace_s),
+            self.servers.stop(grace_s),
+            *(mcp.stop(grace_s) for mcp in self.mcp),
+        )
+        if answered:
+            log.warning("drain: %d calls still running were answered as cancelled", answered)
         await cancel_all(self.tasks)
         audit = self.runtime.audit
         if isinstance(audit, AuditLog):

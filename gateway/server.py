@@ -5,6 +5,7 @@ impossible (a test asserts UNIMPLEMENTED there)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Callable
@@ -69,12 +70,16 @@ class Servers:
         for item in self.items:
             item.health.set(service, status)
 
-    async def stop(self, grace_s: float) -> None:
+    def not_serving(self) -> None:
         for item in self.items:
             for name in ("", READY_SERVICE):
                 item.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
-        for item in self.items:
-            await item.server.stop(grace_s)  # drains in-flight calls within the grace
+
+    async def stop(self, grace_s: float) -> None:
+        """Every listener at once stops taking calls and drains those in flight within the
+        grace (one after another, a listener would take new calls while another drains)."""
+        self.not_serving()
+        await asyncio.gather(*(item.server.stop(grace_s) for item in self.items))
 
 
 def _bind(server: grpc.aio.Server, listener: Listener) -> int:

@@ -1,0 +1,108 @@
+"""Calls in flight during a shutdown: each gets an envelope before the grace period ends.
+
+grpc.aio aborts the RPCs still running when `server.stop(grace)` runs out; their callers see
+UNAVAILABLE, which gRPC clients treat as safe to retry although the upstream may have run.
+`Drain` keeps the tasks running a pipeline (Invoke, Resume, over gRPC and MCP). At the end of
+the grace period less a margin it cancels those still running; the pipeline runner recognises
+the cancellation as a drain (`claimed`) and answers with a cancelled envelope that says whether
+the upstream may have started, with the terminal audit event (seed 001: invoke never throws).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+# Time kept at the end of the grace period to build, record and send the cancelled envelopes:
+# at most this much, and at most half the grace period.
+MARGIN_S = 1.0
+
+
+def answer_at(grace_s: float) -> float:
+    """Seconds into the grace period at which calls still running are cancelled."""
+    return max(grace_s - min(MARGIN_S, grace_s / 2), 0.0)
+
+
+class Drain:
+    """The pipeline tasks of one gateway, and which of them a shutdown cancelled."""
+
+    def __init__(self) -> None:
+        self._running: set[asyncio.Task[Any]] = set()
+        self._cancelled: set[asyncio.Task[Any]] = set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    @contextmanager
+    def track(self) -> Iterator[None]:
+        """The current task runs stages while inside: a drain may cancel it there."""
+        task = asyncio.current_task()
+        if task is None:  # pragma: no cover - pipelines always run in a task
+            yield
+            return
+        self._running.add(task)
+        self._idle.clear()
+        try:
+            yield
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if task in self._cancelled:
+                # A library absorbed the drain's cancellation (redis-py turns one inside a
+                # command into a connection error): it is still the drain's, answered as such.
+                raise asyncio.CancelledError from exc
+            raise
+        else:
+            if task in self._cancelled:  # finished although cancelled: its own answer stands
+                self._cancelled.discard(task)
+                task.uncancel()
+        finally:
+            self._running.discard(task)
+            if not self._running:
+                self._idle.set()
+
+    def claimed(self) -> bool:
+        """True once, in the task a drain cancelled: its cancellation is answered, not raised.
+        The task's cancel request is withdrawn, so what it awaits next (recording the outcome)
+        runs normally."""
+        task = asyncio.current_task()
+        if task is None or task not in self._cancelled:
+            return False
+        self._cancelled.discard(task)
+        task.uncancel()
+        return True
+
+    async def answer(self, grace_s: float) -> int:
+        """Wait for the calls in flight until `answer_at(grace_s)`, then cancel those still
+        running and wait (bounded by the margin) until they answered. Returns how many were
+        cancelled."""
+        loop = asyncio.get_running_loop()
+        start = loop.time()  # the grace period is real time: grpc.aio's stop counts it so
+        wait_s = answer_at(grace_s)
+        while self._running:
+            left = start + wait_s - loop.time()
+            if left <= 0:
+                break
+            # Timeout as a context, not wait_for: nothing here may absorb a cancellation.
+            try:
+                async with asyncio.timeout(left):
+                    await self._idle.wait()
+            except TimeoutError:
+                break
+        victims = self.cancel_running()
+        if victims:
+            await asyncio.wait(victims, timeout=max(grace_s - wait_s, 0.05))
+        return len(victims)
+
+    def cancel_running(self) -> list[asyncio.Task[Any]]:
+        """Cancel every call running stages now; each answers with a cancelled envelope."""
+        victims = [task for task in self._running if not task.done()]
+        for task in victims:
+            self._cancelled.add(task)
+            task.cancel()
+        return victims
