@@ -1,15 +1,18 @@
-"""Strict JSON input parsing and size limits, checked before stage 5 (DESIGN §12).
+"""Strict JSON parsing and size limits, checked before stage 5 and on upstream replies
+(DESIGN §12).
 
 Refused: invalid UTF-8, invalid JSON, NaN/Infinity, duplicate object keys, integers outside the
 64-bit range, and anything beyond the limits (bytes, depth, list length, string length). The
-messages name the rule, never the offending value.
+messages name the rule, never the offending value. Upstream JSON (the Procedure contract's
+`output_json`) meets the same rules through `parse_strict`; its limits are stage 12's.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
+import sys
+from typing import Any, Final
 
 import orjson
 
@@ -22,6 +25,13 @@ from gateway.model import Limits
 _KEY_END = re.compile(rb'(?<!\\)(?:\\\\)*"\s*:')
 _KEY_END_PLAIN = re.compile(rb'"\s*:')
 _I64_MIN, _U64_MAX = -(2**63), 2**64 - 1
+# The rules without the limits: nothing is too large, too deep or too long.
+_RULES_ONLY: Final = Limits(
+    max_bytes=sys.maxsize,
+    max_depth=sys.maxsize,
+    max_list_length=sys.maxsize,
+    max_string_length=sys.maxsize,
+)
 
 
 def _invalid(path: str, message: str) -> CapabilityError:
@@ -110,6 +120,15 @@ def parse_json(raw: bytes, limits: Limits, *, what: str = "input") -> Any:
         # Rare path: orjson turned an integer beyond 64 bits into a float. Re-parse exactly.
         json.loads(raw, parse_int=_check_integer)
     return value
+
+
+def parse_strict(raw: bytes, *, what: str) -> Any:
+    """`parse_json`'s rules without its limits (the caller checks its own): for upstream JSON,
+    whose limits stage 12 applies with the capability's. Empty text is not JSON here. Raises
+    CapabilityError (INPUT_INVALID) naming the rule; the caller maps it to its own code."""
+    if not raw.strip():
+        raise _invalid("$", f"{what} is empty")
+    return parse_json(raw, _RULES_ONLY, what=what)
 
 
 def dumps(value: Any) -> bytes:

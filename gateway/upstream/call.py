@@ -28,6 +28,7 @@ from google.protobuf.message import DecodeError, EncodeError, Message
 
 from capgate.v1 import procedure_pb2
 from gateway.errors import CapabilityError, Code
+from gateway.jsonvalue import parse_strict
 from gateway.model import Capability, RetrySpec
 from gateway.settings import Upstream
 from gateway.upstream.descriptors import MethodInfo
@@ -196,11 +197,14 @@ class ProcedureCall(_Invoker):
         raw = await self._send(request, timeout, metadata)
         try:
             reply = procedure_pb2.ProcedureInvokeResponse.FromString(raw)
-            return orjson.loads(reply.output_json)
         except DecodeError as err:
             raise _invalid_output("reply is not a ProcedureInvokeResponse") from err
-        except orjson.JSONDecodeError:
-            raise _invalid_output("output_json is not JSON") from None
+        try:
+            # The input rules (DESIGN §12): duplicate keys, integers beyond 64 bits, NaN and
+            # Infinity are refused, not silently resolved; stage 12 applies the limits.
+            return parse_strict(reply.output_json.encode(), what="output_json")
+        except CapabilityError as err:
+            raise _invalid_output(err.reason or "output_json is not strict JSON") from None
 
 
 def grpc_call(
