@@ -38,9 +38,10 @@ ISSUER = "demo-idp"
 
 
 class Demo:
-    def __init__(self, secret: str, ports: dict[str, int], socket_path: str):
+    def __init__(self, secret: str, ports: dict[str, int], socket_path: str, redis_url: str = ""):
         self.secret = secret
         self.ports = ports
+        self.redis_url = redis_url
         self.socket_path = socket_path
         self.agents = grpc.aio.insecure_channel(f"127.0.0.1:{ports['agents']}")
         self.admin = grpc.aio.insecure_channel(f"127.0.0.1:{ports['admin']}")
@@ -330,7 +331,36 @@ async def hold_inbox(demo: Demo) -> Any:
     )
     print(f"  waiting for a decision there: {running.url}/approvals/{approval.id}")
     print(f"  after approving, alice resumes with approval id {approval.id}")
+    print_cli(demo, approval.id, approval.input_hash)
     return running
+
+
+def capgate_command() -> str:
+    """How to run `capgate` from here: the venv's script when there is one, else the module."""
+    script = Path(sys.executable).parent / "capgate"
+    if not script.exists():
+        return f"{sys.executable} -m gateway.cli"
+    try:
+        return str(script.relative_to(Path.cwd()))
+    except ValueError:
+        return str(script)
+
+
+def print_cli(demo: Demo, approval_id: str, input_hash: str) -> None:
+    """Ready-to-run `capgate` commands against this demo (DEMO_HOLD=1), credentials included."""
+    capgate = capgate_command()
+    admin = f"127.0.0.1:{demo.ports['admin']}"
+    bob = demo.token("bob", ["manager", "approver"], "capgate-admin", 3600)
+    print("\n  The same approval from the command line (bob, manager; plaintext on loopback):")
+    print(f"    export CAPGATE_ADMIN={admin} CAPGATE_TOKEN={bob}")
+    print(f"    {capgate} approvals list --insecure")
+    print(f"    {capgate} approvals show {approval_id} --insecure")
+    print(f"    {capgate} approvals approve {approval_id} --hash {input_hash[:12]} --insecure")
+    print(f"    {capgate} approvals watch --insecure")
+    if demo.redis_url:
+        print("  The audit stream (the embedded Redis; events carry no payloads):")
+        print(f"    {capgate} audit query --redis-url {demo.redis_url} --since 1h")
+        print(f"    {capgate} audit tail --redis-url {demo.redis_url} --capability orders.refund")
 
 
 async def main() -> int:
@@ -372,13 +402,14 @@ async def main() -> int:
                 print("capgate did not start", file=sys.stderr)
                 return 1
             await asyncio.sleep(0.1)
-        ports = json.loads(ready.read_text())["ports"]
+        ready_info = json.loads(ready.read_text())
+        ports = ready_info["ports"]
         print(
             f"capgate is up: agents 127.0.0.1:{ports['agents']}, admin 127.0.0.1:{ports['admin']}, "
             f"mcp http://127.0.0.1:{ports['mcp']}/mcp, "
             f"local unix:{run_dir}/capgate.sock; upstream orders 127.0.0.1:{orders_port}"
         )
-        demo = Demo(secret, ports, f"{run_dir}/capgate.sock")
+        demo = Demo(secret, ports, f"{run_dir}/capgate.sock", ready_info.get("redis_url", ""))
         await script(demo)
         mcp_url = f"http://127.0.0.1:{ports['mcp']}/mcp"
         await mcp_script(demo, mcp_url)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any, TextIO, cast
+
+from gateway.cliargs import redact, run_entry
 
 # Each group is a module exposing `main(argv) -> int`; imported lazily so that
 # `capgate policy ...` never pays for the gateway's gRPC imports.
@@ -15,27 +19,75 @@ _GROUPS: dict[str, tuple[str, str]] = {
     "audit": ("gateway.audit.cli", "tail or query the audit stream"),
     "inbox": ("gateway.inbox.cli", "serve the approver web inbox"),
 }
+# Long-running servers log through their own handlers; every other group's stderr is redacted.
+_SERVERS = frozenset({"serve", "inbox"})
+
+
+def version() -> str:
+    """The installed distribution's version (the source tree's when not installed)."""
+    from importlib.metadata import PackageNotFoundError  # noqa: PLC0415 - --version only
+    from importlib.metadata import version as installed  # noqa: PLC0415
+
+    try:
+        return installed("capgate")
+    except PackageNotFoundError:
+        from gateway import __version__  # noqa: PLC0415
+
+        return __version__
 
 
 def _usage() -> str:
-    lines = ["usage: capgate <command> [options]", "", "commands:"]
+    lines = ["usage: capgate [--version] <command> [options]", "", "commands:"]
     lines += [f"  {name:<10} {about}" for name, (_, about) in _GROUPS.items()]
+    lines += ["", "`capgate <command> --help` describes each command's options."]
     return "\n".join(lines)
+
+
+class _Redacting:
+    """A text stream that drops the command line's credentials from what passes through it
+    (argparse usage errors and exception messages of the groups quote their input)."""
+
+    def __init__(self, inner: TextIO, argv: Sequence[str]) -> None:
+        self._inner, self._argv = inner, list(argv)
+
+    def write(self, text: str) -> int:
+        self._inner.write(redact(text, self._argv))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _dispatch(args: list[str]) -> int:
+    if not args or args[0] in {"-h", "--help"}:
+        print(_usage())
+        return 0 if args else 2
+    if args[0] == "--version":
+        print(f"capgate {version()}")
+        return 0
+    name, rest = args[0], args[1:]
+    if name not in _GROUPS:
+        print(f"capgate: unknown command {redact(name, args)!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module_name, _ = _GROUPS[name]
+    if name not in _SERVERS:
+        # gRPC core logs a failed TLS handshake at INFO on stderr; the command says it better.
+        os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    module = __import__(module_name, fromlist=["main"])
+    entry: Callable[[Sequence[str]], int] = module.main
+    if name in _SERVERS:
+        return entry(rest)
+    stderr = sys.stderr
+    sys.stderr = cast(TextIO, _Redacting(stderr, args))
+    try:
+        return entry(rest)
+    finally:
+        sys.stderr = stderr
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in {"-h", "--help"}:
-        print(_usage())
-        return 0 if args else 2
-    name, rest = args[0], args[1:]
-    if name not in _GROUPS:
-        print(f"capgate: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
-        return 2
-    module_name, _ = _GROUPS[name]
-    module = __import__(module_name, fromlist=["main"])
-    entry: Callable[[Sequence[str]], int] = module.main
-    return entry(rest)
+    return run_entry(lambda: _dispatch(args))
 
 
 if __name__ == "__main__":

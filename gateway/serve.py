@@ -24,6 +24,7 @@ from gateway.audit.otlp import OtlpLogSink
 from gateway.audit.sinks import AuditLog, RedisStreamSink, Sink, StreamSink
 from gateway.auth.actor_token import ActorTokenSigner
 from gateway.call import Runtime
+from gateway.cliargs import Parser
 from gateway.config.loader import ConfigError, load_settings
 from gateway.config.watch import ConfigWatcher
 from gateway.idempotency import RedisIdempotencyStore
@@ -398,9 +399,10 @@ async def _serve(args: argparse.Namespace) -> int:
         )
         gw.watcher.start()
     if args.ready_file:
-        Path(args.ready_file).write_text(  # noqa: ASYNC240 - once, at startup
-            json.dumps({"ports": gw.ports(), "revision": gw.holder.current.revision})
-        )
+        ready: dict[str, object] = {"ports": gw.ports(), "revision": gw.holder.current.revision}
+        if gw.redis_process is not None:  # the embedded default: for `capgate audit --redis-url`
+            ready["redis_url"] = gw.redis_process.url
+        Path(args.ready_file).write_text(json.dumps(ready))  # noqa: ASYNC240 - once, at startup
     log.info("capgate ready: %s", gw.ports())
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -430,15 +432,17 @@ async def _stop_when_orphaned(
     stop.set()
 
 
-def main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog="capgate serve", description="Run the gateway.")
+def _parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="capgate serve", description="Run the gateway.")
     parser.add_argument("--config", required=True, help="config file or directory")
     parser.add_argument("--ready-file", help="write listener ports as JSON here once serving")
     parser.add_argument("--no-watch", dest="watch", action="store_false", help="disable hot reload")
-    parser.add_argument("--watch-interval", type=float, default=1.0)
+    parser.add_argument(
+        "--watch-interval", type=float, default=1.0, help="seconds between config polls (1)"
+    )
     parser.add_argument("--grace", type=float, default=5.0, help="drain time on shutdown (s)")
     parser.add_argument("--jwks-out", help="write the actor-token JWKS here (overrides config)")
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO (default), WARNING, ERROR")
     parser.add_argument(
         "--workers",
         type=int,
@@ -450,7 +454,11 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--supervisor-pid", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--worker-ports", default="", help=argparse.SUPPRESS)
     parser.add_argument("--actor-key-file", help=argparse.SUPPRESS)
-    args = parser.parse_args(list(argv))
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    args = _parser().parse_args(list(argv))
     logging.basicConfig(
         level=args.log_level,
         stream=sys.stderr,

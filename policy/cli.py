@@ -35,23 +35,32 @@ class _UsageError(Exception):
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="capgate policy", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, about: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=about, description=about)
         sub.add_argument("directory", type=Path, help="directory of policy files")
-        sub.add_argument("--backend", choices=sorted(BACKENDS), default="cel-expr-python")
+        sub.add_argument(
+            "--backend",
+            choices=sorted(BACKENDS),
+            default="cel-expr-python",
+            help="CEL implementation to evaluate with (default: cel-expr-python)",
+        )
         return sub
 
     check = command("check", "load, validate and type-check every policy; report all errors")
     check.add_argument("--config", type=Path, help="gateway config: type `input` per capability")
     test = command("test", "run the *_test.yaml suites next to the policies")
     test.add_argument("--junit", type=Path, help="also write JUnit XML here")
-    test.add_argument("--format", choices=["text", "json"], default="text")
+    test.add_argument(
+        "--format", choices=["text", "json"], default="text", help="report as text or JSON"
+    )
     test.add_argument("--config", type=Path, help="gateway config: type `input` per capability")
     explain = command("explain", "evaluate one request and show every stance")
     explain.add_argument("--request", type=Path, required=True, help="request JSON file")
-    explain.add_argument("--format", choices=["json", "text"], default="json")
+    explain.add_argument(
+        "--format", choices=["json", "text"], default="json", help="every stance as JSON or text"
+    )
     explain.add_argument("--config", type=Path, help="gateway config: registry and capabilities")
     return parser
 

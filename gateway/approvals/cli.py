@@ -8,7 +8,9 @@
 
 Connection: `--admin HOST:PORT` (default 127.0.0.1:7444, or a unix:// address), a bearer JWT
 from `--token` or $CAPGATE_TOKEN, TLS unless `--insecure` (plaintext, for loopback and unix
-sockets). `--format json` prints protobuf JSON (one object per line for watch).
+sockets). `--format json` prints protobuf JSON (one object per line for watch). These options
+go before or after the command. `approve --hash` takes the full hash (`show`) or a unique
+prefix of at least 8 characters (the 12 that `list` shows).
 Exit codes: 0 success, 1 the gateway refused (error printed), 2 usage, 3 transport failure.
 """
 
@@ -17,7 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -29,40 +31,92 @@ from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, types_pb2
+from gateway.cliargs import Parser, everywhere
+from gateway.clitls import advice
 
 _OK, _REFUSED, _USAGE, _TRANSPORT = 0, 1, 2, 3
 _STATUSES = ("pending", "approved", "rejected", "expired", "consumed", "executed")
+_MIN_PREFIX = 8  # of an input hash (`list` shows 12 characters)
+_FULL_HASH = 64  # hex characters of SHA-256
+
+
+def _connection(p: argparse.ArgumentParser, default: Callable[[Any], Any]) -> None:
+    """The connection and output options, accepted before or after the sub-command."""
+    p.add_argument(
+        "--admin",
+        default=default(os.environ.get("CAPGATE_ADMIN", "127.0.0.1:7444")),
+        help="admin listener: HOST:PORT or unix:///PATH (default: $CAPGATE_ADMIN, else "
+        "127.0.0.1:7444)",
+    )
+    p.add_argument(
+        "--token", default=default(None), help="bearer JWT (default: $CAPGATE_TOKEN); never printed"
+    )
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        default=default(False),
+        help="plaintext instead of TLS (loopback and unix sockets only)",
+    )
+    p.add_argument(
+        "--ca", default=default(None), help="PEM file of the CAs trusted for the admin listener"
+    )
+    p.add_argument(
+        "--server-name",
+        default=default(None),
+        help="the name the listener's certificate carries, when not the --admin host",
+    )
+    p.add_argument(
+        "--format",
+        choices=("table", "json"),
+        default=default("table"),
+        help="table (default) or protobuf JSON, one object per line",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=default(10.0),
+        help="seconds per unary call (default 10)",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="capgate approvals", description=__doc__.split("\n")[0])
-    p.add_argument("--admin", default=os.environ.get("CAPGATE_ADMIN", "127.0.0.1:7444"))
-    p.add_argument("--token", default=None, help="bearer JWT (default: $CAPGATE_TOKEN)")
-    p.add_argument("--insecure", action="store_true", help="plaintext (loopback / unix only)")
-    p.add_argument("--ca", default=None, help="PEM file of CAs trusted for the admin listener")
-    p.add_argument("--format", choices=("table", "json"), default="table")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds per unary call")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = Parser(
+        prog="capgate approvals",
+        description=__doc__.split("\n")[0],
+        epilog="Options of the connection may come before or after the command.",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     ls = sub.add_parser("list", help="approvals you may decide (pending by default)")
-    ls.add_argument("--status", action="append", choices=_STATUSES, default=[])
-    ls.add_argument("--capability", default="")
-    ls.add_argument("--requester", default="")
-    ls.add_argument("--page-size", type=int, default=50)
-    ls.add_argument("--all-pages", action="store_true")
+    ls.add_argument(
+        "--status",
+        action="append",
+        choices=_STATUSES,
+        default=[],
+        help="only this status (repeatable; default: pending)",
+    )
+    ls.add_argument("--capability", default="", help="only this capability id")
+    ls.add_argument("--requester", default="", help="only approvals this actor id asked for")
+    ls.add_argument("--page-size", type=int, default=50, help="rows to show (default 50)")
+    ls.add_argument("--all-pages", action="store_true", help="every matching row, not one page")
     show = sub.add_parser("show", help="one approval, with its (redacted) input and full hash")
-    show.add_argument("id")
+    show.add_argument("id", help="approval id")
+    commands = [ls, show]
     for name in ("approve", "reject"):
         cmd = sub.add_parser(name, help=f"{name} an approval")
-        cmd.add_argument("id")
+        cmd.add_argument("id", help="approval id")
         cmd.add_argument(
             "--hash",
             required=name == "approve",
             default="",
-            help="the input hash you reviewed (from `show`)",
+            help="the input hash you reviewed: in full (`show`) or a unique prefix of at least "
+            f"{_MIN_PREFIX} characters (`list`)",
         )
-        cmd.add_argument("--note", default="")
+        cmd.add_argument("--note", default="", help="a note recorded with the decision")
+        commands.append(cmd)
     watch = sub.add_parser("watch", help="stream approval events")
     watch.add_argument("--after", default="", help="event id to continue after")
+    commands.append(watch)
+    everywhere(p, commands, _connection)
     return p
 
 
@@ -70,7 +124,10 @@ def _channel(args: argparse.Namespace) -> grpc.Channel:
     if args.insecure:
         return grpc.insecure_channel(args.admin)
     roots = Path(args.ca).read_bytes() if args.ca else None
-    return grpc.secure_channel(args.admin, grpc.ssl_channel_credentials(root_certificates=roots))
+    options = [("grpc.ssl_target_name_override", args.server_name)] if args.server_name else []
+    return grpc.secure_channel(
+        args.admin, grpc.ssl_channel_credentials(root_certificates=roots), options=options
+    )
 
 
 def _metadata(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
@@ -190,10 +247,29 @@ def _show(stub: admin_pb2_grpc.ApprovalAdminStub, args: argparse.Namespace) -> i
     return _REFUSED
 
 
+def _full_hash(stub: admin_pb2_grpc.ApprovalAdminStub, args: argparse.Namespace) -> str:
+    """The pending approval's input hash when `--hash` is a prefix of it (as `list` shows);
+    anything else goes to the gateway as given, which refuses what does not match."""
+    prefix = args.hash.lower()
+    if not prefix or len(prefix) >= _FULL_HASH or len(prefix) < _MIN_PREFIX:
+        return str(args.hash)
+    for reply in _pages(stub, args, ("pending",)):
+        for approval in reply.approvals:
+            if approval.id == args.id:
+                full = str(approval.input_hash)
+                return full if full.startswith(prefix) else str(args.hash)
+    return str(args.hash)
+
+
 def _decide(stub: admin_pb2_grpc.ApprovalAdminStub, args: argparse.Namespace) -> int:
     verdict = admin_pb2.VERDICT_APPROVE if args.command == "approve" else admin_pb2.VERDICT_REJECT
+    if args.hash and len(args.hash) < _MIN_PREFIX:
+        sys.stderr.write(
+            f"capgate approvals: --hash needs at least {_MIN_PREFIX} characters of the hash\n"
+        )
+        return _USAGE
     request = admin_pb2.DecideApprovalRequest(
-        approval_id=args.id, verdict=verdict, note=args.note, input_hash=args.hash
+        approval_id=args.id, verdict=verdict, note=args.note, input_hash=_full_hash(stub, args)
     )
     reply = stub.DecideApproval(request, metadata=_metadata(args), timeout=args.timeout)
     if reply.HasField("error"):
@@ -228,6 +304,23 @@ _COMMANDS: dict[str, Any] = {
 }
 
 
+def _transport_failure(exc: grpc.RpcError, args: argparse.Namespace) -> int:
+    code = exc.code() if isinstance(exc, grpc.Call) else None
+    if code == grpc.StatusCode.OUT_OF_RANGE:
+        sys.stderr.write("watch position no longer available: list approvals, then watch\n")
+        return _TRANSPORT
+    name = code.name if code else "UNKNOWN"
+    details = exc.details() if isinstance(exc, grpc.Call) else ""
+    sys.stderr.write(f"admin call failed: {name}: {details}\n")
+    if code == grpc.StatusCode.UNAVAILABLE:
+        hint = advice(
+            args.admin, tls=not args.insecure, ca_file=args.ca, server_name=args.server_name
+        )
+        if hint:
+            sys.stderr.write(f"hint: {hint}\n")
+    return _TRANSPORT
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
@@ -237,16 +330,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         with _channel(args) as channel:
             return int(_COMMANDS[args.command](admin_pb2_grpc.ApprovalAdminStub(channel), args))
     except grpc.RpcError as exc:
-        code = exc.code() if isinstance(exc, grpc.Call) else None
-        if code == grpc.StatusCode.OUT_OF_RANGE:
-            sys.stderr.write("watch position no longer available: list approvals, then watch\n")
-        else:
-            name = code.name if code else "UNKNOWN"
-            details = exc.details() if isinstance(exc, grpc.Call) else ""
-            sys.stderr.write(f"admin call failed: {name}: {details}\n")
-        return _TRANSPORT
+        return _transport_failure(exc, args)
     except KeyboardInterrupt:
         return _OK
+    except BrokenPipeError:
+        raise  # the reader went away (`| head`): the entry point ends quietly
     except OSError as exc:
         sys.stderr.write(f"capgate approvals: {exc.strerror or exc}\n")
         return _USAGE

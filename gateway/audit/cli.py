@@ -29,6 +29,7 @@ from redis.exceptions import RedisError
 
 from gateway.audit import stream
 from gateway.audit.events import InputHasher
+from gateway.cliargs import Parser, redact
 from gateway.config.durations import parse_duration
 from gateway.config.loader import ConfigError, load_settings
 from gateway.redisconn import connect
@@ -54,8 +55,8 @@ def _when(text: str | None, now: float) -> float | None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="capgate audit", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(prog="capgate audit", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, about in (
         ("query", "print matching events already in the stream"),
         ("tail", "print matching events as they are written"),
@@ -64,10 +65,10 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--config", help="gateway config: its redis.url and audit.redis_stream")
         p.add_argument("--redis-url", help="Redis URL (overrides the config's)")
         p.add_argument("--stream", help="stream key (default: the config's, else capgate:audit)")
-        p.add_argument("--execution-id", default="")
+        p.add_argument("--execution-id", default="", help="one execution's events")
         p.add_argument("--capability", default="", help="capability id")
         p.add_argument("--actor", default="", help="actor id (who acted or who asked)")
-        p.add_argument("--approval-id", default="")
+        p.add_argument("--approval-id", default="", help="one approval's events")
         p.add_argument("--event", default="", help="event name, e.g. capability.denied")
         p.add_argument("--since", help="ISO 8601 time or a duration ago (15m, 2h)")
         p.add_argument("--until", help="ISO 8601 time or a duration ago")
@@ -77,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--consumer", default="", help="consumer name (default: host-pid)")
             p.add_argument("--idle-timeout", type=float, help="stop after N s with nothing new")
     h = sub.add_parser("hmac", help="the input_hmac of a validated input (JSON file or -)")
-    h.add_argument("input", nargs="?", default="-")
+    h.add_argument("input", nargs="?", default="-", help="validated input JSON (default: stdin)")
     h.add_argument("--config", help="gateway config: its audit.hmac_key and hmac_key_id")
     h.add_argument("--key-env", help="environment variable holding the key")
     h.add_argument("--key-id", help="key id to print (default: the config's, else k1)")
@@ -143,7 +144,10 @@ def _hmac(args: argparse.Namespace, out: IO[str]) -> int:
         key = os.environ.get(args.key_env, "")
     if not key:
         raise UsageError("no key: pass --config with audit.hmac_key, or --key-env NAME")
-    raw = sys.stdin.buffer.read() if args.input == "-" else Path(args.input).read_bytes()
+    try:
+        raw = sys.stdin.buffer.read() if args.input == "-" else Path(args.input).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{args.input}: {exc.strerror or exc}") from None
     try:
         value: Any = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -167,8 +171,14 @@ def run(argv: Sequence[str], out: IO[str]) -> int:
     except (UsageError, ConfigError) as exc:
         print(f"capgate audit: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        raise  # the reader went away (`| head`): the entry point ends quietly
     except (RedisError, OSError) as exc:
-        print(f"capgate audit: Redis is not reachable ({type(exc).__name__})", file=sys.stderr)
+        where = redact(getattr(args, "redis_url", None) or "the configured URL")
+        print(
+            f"capgate audit: Redis at {where} is not reachable ({type(exc).__name__})",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         return 130

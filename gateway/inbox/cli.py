@@ -20,6 +20,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from gateway.cliargs import Parser
 from gateway.config.problems import ConfigError
 from gateway.inbox.config import load_inbox_settings
 from gateway.inbox.server import start_inbox
@@ -29,13 +30,13 @@ log = logging.getLogger("capgate.inbox")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="capgate inbox", description="Serve the approver web inbox.")
+    p = Parser(prog="capgate inbox", description="Serve the approver web inbox.")
     p.add_argument("--config", required=True, help="inbox config file (YAML)")
     p.add_argument("--admin", help="admin listener address (overrides admin.address)")
     p.add_argument("--listen", help="host:port to serve on (default 127.0.0.1:8080)")
     p.add_argument("--base-url", help="public URL of the inbox (https => Secure cookies)")
     p.add_argument("--ready-file", help='write {"url": ...} here once serving')
-    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO (default), WARNING, ERROR")
     return p
 
 
