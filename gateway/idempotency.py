@@ -5,7 +5,10 @@ Scope = (issuer, actor id, surface, capability, key), hashed into one key
 stage 10, in ONE round trip (a Lua script on that key):
 
 - no entry → CLAIMED (state `running`, the input hash and execution id stored)
-- same input hash, still running → IDEMPOTENCY_IN_PROGRESS (retryable)
+- same input hash, still running within the claim's lease → IDEMPOTENCY_IN_PROGRESS (retryable)
+- same input hash, still running after the lease → `Claim(outcome_unknown=True)`: the holder
+  crashed or lost Redis mid-call; the stage answers `outcome_unknown_error()` (EXECUTION_FAILED,
+  not retryable, UNKNOWN, ADR 0014) and the key never runs again
 - another input hash → IDEMPOTENCY_CONFLICT
 - same input hash, done → `Claim(replay=<stored envelope>)`: answer it, execute nothing
 
@@ -14,6 +17,10 @@ the upstream procedure was never called (execution_state NOT_STARTED), gives the
 `release` so a retry can run. COMPLETED and UNKNOWN outcomes are stored and replayed: an effect
 that may have happened is never re-run by a repeat (§12). Redis unreachable → a retryable
 UPSTREAM_UNAVAILABLE; the call never executes unclaimed.
+
+The lease: the pipeline claims with `lease_s` = the time left to the execution's deadline plus
+`LEASE_MARGIN_S` (the time to record the outcome after the deadline). A live gateway always
+finishes its call by then; a later `complete` still records the outcome, and repeats replay it.
 """
 
 from __future__ import annotations
@@ -31,12 +38,17 @@ from gateway.errors import CapabilityError, Code
 from gateway.model import Actor
 from gateway.redisconn import RedisClient, RedisUnavailable, mapped_errors
 
+# ARGV: now (wall seconds), input hash, execution id, TTL in ms, lease end (wall seconds; ''
+# for no lease). A running claim whose lease has ended answers LOST: its holder died or lost
+# Redis mid-call, so the effect is unknown and the key never runs again (issue 14).
 _CLAIM: Final = """
 local key = KEYS[1]
-local f = redis.call('HMGET', key, 'state', 'input_hash', 'execution_id', 'envelope')
+local f = redis.call('HMGET', key, 'state', 'input_hash', 'execution_id', 'envelope',
+  'lease_until')
 if not f[1] then
   redis.call('HSET', key, 'state', 'running', 'input_hash', ARGV[2], 'execution_id', ARGV[3],
     'claimed_at', ARGV[1])
+  if ARGV[5] ~= '' then redis.call('HSET', key, 'lease_until', ARGV[5]) end
   redis.call('PEXPIRE', key, ARGV[4])
   return {'CLAIMED', ARGV[3]}
 end
@@ -44,6 +56,7 @@ if f[2] ~= ARGV[2] then return {'CONFLICT', f[3]} end
 if f[1] == 'running' then
   -- The same execution asking again (its first reply was lost) still holds the claim.
   if f[3] == ARGV[3] then return {'CLAIMED', ARGV[3]} end
+  if f[5] and tonumber(f[5]) < tonumber(ARGV[1]) then return {'LOST', f[3]} end
   return {'IN_PROGRESS', f[3]}
 end
 return {'DONE', f[3], f[4]}
@@ -99,16 +112,38 @@ def _scope(scope: ScopeLike) -> IdempotencyScope:
     return scope if isinstance(scope, IdempotencyScope) else IdempotencyScope(*scope)
 
 
+# After the deadline: the attempt's own timeout fires, stages 12-13 run and the outcome is
+# written. A margin, not a bound on the upstream: a gateway alive past it still records.
+LEASE_MARGIN_S: Final = 10.0
+OUTCOME_UNKNOWN_MESSAGE: Final = (
+    "The outcome of the earlier call with this idempotency key is unknown; it is not run again."
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """The claim's answer: `replay` holds the stored envelope when the call already finished."""
+    """The claim's answer: `replay` holds the stored envelope when the call already finished;
+    `outcome_unknown` says the holder's lease ran out before it recorded an outcome."""
 
     execution_id: str  # the execution that holds (or held) the key
     replay: bytes | None = None
+    outcome_unknown: bool = False
 
     @property
     def claimed(self) -> bool:
-        return self.replay is None
+        return self.replay is None and not self.outcome_unknown
+
+
+def outcome_unknown_error() -> CapabilityError:
+    """The answer for a key whose running claim outlived its lease (ADR 0014): not retryable,
+    and the caller is told plainly that the effect may have happened."""
+    return CapabilityError(
+        Code.EXECUTION_FAILED,
+        message=OUTCOME_UNKNOWN_MESSAGE,
+        reason="idempotency claim lease ended without an outcome",
+        retryable=False,
+        expose_to_model=True,
+    )
 
 
 @contextmanager
@@ -147,9 +182,20 @@ class RedisIdempotencyStore:
     def key(self, scope: ScopeLike) -> str:
         return f"{self._prefix}:{{idem:{_scope(scope).digest()}}}"
 
-    async def claim(self, scope: ScopeLike, input_hash: str, execution_id: str) -> Claim:
-        """Claim the key for `execution_id`, or raise/replay as the module docstring says."""
-        args: list[str | bytes | float] = [self._clock(), input_hash, execution_id, self._ttl_ms]
+    async def claim(
+        self,
+        scope: ScopeLike,
+        input_hash: str,
+        execution_id: str,
+        *,
+        lease_s: float | None = None,
+    ) -> Claim:
+        """Claim the key for `execution_id`, or raise/replay as the module docstring says.
+        `lease_s`: how long the claim holds before a repeat hears the outcome is unknown
+        (None: until the TTL, as claims written before leases existed)."""
+        now = self._clock()
+        lease = "" if lease_s is None else repr(now + max(lease_s, 0.0))
+        args: list[str | bytes | float] = [repr(now), input_hash, execution_id, self._ttl_ms, lease]
         with _available():
             reply: list[Any] = await self._claim(keys=[self.key(scope)], args=args)
         outcome, holder = bytes(reply[0]), bytes(reply[1]).decode()
@@ -157,6 +203,8 @@ class RedisIdempotencyStore:
             return Claim(execution_id=holder)
         if outcome == b"DONE":
             return Claim(execution_id=holder, replay=bytes(reply[2]))
+        if outcome == b"LOST":
+            return Claim(execution_id=holder, outcome_unknown=True)
         if outcome == b"IN_PROGRESS":
             raise CapabilityError(Code.IDEMPOTENCY_IN_PROGRESS, reason="key held by a running call")
         raise CapabilityError(Code.IDEMPOTENCY_CONFLICT, reason="key used with another input")
