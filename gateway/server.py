@@ -15,9 +15,9 @@ from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
+from gateway import reflection
 from gateway.admin import PolicyAdminServicer
 from gateway.approvals.admin import ApprovalAdminServicer
 from gateway.approvals.convert import to_proto
@@ -151,7 +151,7 @@ def build_listener(
         services.append(name)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(services, server)
+    reflection.enable(server, services)  # exactly this listener's services
     port = _bind(server, listener)
     if listener.address.startswith("unix://"):
         os.chmod(listener.address.removeprefix("unix://"), listener.socket_mode)

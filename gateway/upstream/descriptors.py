@@ -97,6 +97,20 @@ def pool_from_files(
     return pool
 
 
+# What a failed reflection stream most likely means. An upstream without reflection answers
+# UNIMPLEMENTED, but grpcio sometimes ends such a stream with INTERNAL instead (the server
+# resets it while the client is still writing): both get the hint.
+_REFLECTION_HINTS: dict[grpc.StatusCode, str] = {
+    grpc.StatusCode.UNIMPLEMENTED: (
+        "; the upstream has no server reflection: configure descriptor_set"
+    ),
+    grpc.StatusCode.INTERNAL: (
+        "; the upstream may have no server reflection (grpcio reports that as INTERNAL at "
+        "times): configure descriptor_set"
+    ),
+}
+
+
 async def load_from_reflection(
     channel: grpc.aio.Channel,
     services: Iterable[str] | None = None,
@@ -124,13 +138,9 @@ async def load_from_reflection(
             missing = _missing_imports(files)
         await stream.done_writing()
     except grpc.aio.AioRpcError as err:
-        hint = (
-            "; the upstream has no server reflection: configure descriptor_set"
-            if err.code() == grpc.StatusCode.UNIMPLEMENTED
-            else ""
-        )
         raise UpstreamConfigError(
-            f"server reflection failed: {err.code().name}: {err.details()}{hint}"
+            f"server reflection failed: {err.code().name}: {err.details()}"
+            f"{_REFLECTION_HINTS.get(err.code(), '')}"
         ) from err
     finally:
         stream.cancel()
