@@ -25,11 +25,11 @@ from gateway.audit.sinks import AuditLog, RedisStreamSink, Sink, StreamSink
 from gateway.auth.actor_token import ActorTokenSigner
 from gateway.call import Runtime
 from gateway.cliargs import Parser
-from gateway.config.loader import ConfigError, load_settings
+from gateway.config.everything import Loaded, load_everything, located
+from gateway.config.problems import ConfigError
 from gateway.config.watch import ConfigWatcher
 from gateway.idempotency import RedisIdempotencyStore
 from gateway.notify.sink import WebhookNotifier, snapshot_facts
-from gateway.outputexpr import OutputExprError
 from gateway.redis_server import RedisProcess
 from gateway.redisconn import connect, raise_if_cancelling
 from gateway.server import READY_SERVICE, REDIS_SERVICE, Servers, start_listeners
@@ -39,8 +39,6 @@ from gateway.tasks import cancel_all
 from gateway.telemetry import metrics
 from gateway.telemetry.runtime import Telemetry, start_telemetry
 from gateway.upstream.channels import ChannelPool
-from gateway.upstream.errors import UpstreamConfigError
-from policy import PolicyLoadError
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanProcessor
@@ -105,11 +103,13 @@ class Gateway:
                 # The cause may pass (an upstream not resolvable yet): the same config is
                 # tried again, backing off, until it loads or a newer one replaces it.
                 delay = min(RELOAD_RETRY_S * 2 ** min(attempt, 10), RELOAD_RETRY_MAX_S)
+                # Every problem, at its file:line in the config the watcher loaded.
+                why = located(settings, exc) if isinstance(exc, SnapshotError) else exc
                 log.error(
                     "reload refused, keeping revision %s (trying again in %gs): %s",
                     self.holder.current.revision,
                     delay,
-                    exc,
+                    why,
                 )
                 self._retry_later(settings, generation, attempt + 1, delay)
                 return
@@ -235,9 +235,25 @@ async def start(
     extra_sinks: Sequence[Sink] = (),
     span_processors: Sequence[SpanProcessor] = (),
     reuse_port: bool = False,
+    loaded: Loaded | None = None,
+    pool: ChannelPool | None = None,
 ) -> Gateway:
     """Start everything `capgate serve` runs; `extra_sinks` and `span_processors` let tests
-    and embedders receive audit events and spans in-process."""
+    and embedders receive audit events and spans in-process. `loaded` is what
+    `load_everything` built with `pool` (serve passes both: the snapshot is built, and every
+    problem reported, before Redis starts or a port is bound); without it the snapshot is
+    built here."""
+    pool = pool if pool is not None else ChannelPool()
+    if loaded is None or loaded.snapshot is None:
+        try:
+            snapshot = await build_snapshot(
+                settings, pool, hmac_key=settings.audit.hmac_key.encode()
+            )
+        except BaseException:
+            await pool.close()
+            raise
+    else:
+        snapshot = loaded.snapshot
     redis = process = None
     if _needs_redis(settings):
         redis_settings = settings.redis
@@ -285,16 +301,6 @@ async def start(
         runtime.idempotency = RedisIdempotencyStore(
             redis, prefix=prefix, ttl_s=settings.idempotency.ttl_s, clock=runtime.wall
         )
-    pool = ChannelPool()
-    try:
-        snapshot = await build_snapshot(settings, pool, hmac_key=settings.audit.hmac_key.encode())
-    except BaseException:
-        # Nothing may outlive a failed start: the embedded Redis is a child process.
-        await audit.close()
-        await pool.close()
-        if process is not None:
-            process.stop()
-        raise
     holder = SnapshotHolder(snapshot)
     if notifier is not None:
         notifier.bind(snapshot_facts(lambda: holder.current))
@@ -345,11 +351,6 @@ async def start(
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    try:
-        settings = load_settings(args.config)
-    except ConfigError as exc:
-        print(f"capgate: invalid config, not starting:\n{exc}", file=sys.stderr)
-        return 2
     ports = workers.parse_ports(args.worker_ports) if args.worker_index is not None else {}
 
     def prepared(loaded: Settings) -> Settings:
@@ -362,18 +363,25 @@ async def _serve(args: argparse.Namespace) -> int:
             loaded = workers.worker_settings(loaded, args.worker_index, ports, args.actor_key_file)
         return loaded
 
-    loaded, settings = settings, prepared(settings)
+    # The loader `capgate config check` runs too: the config, its upstreams' methods and its
+    # policies, every problem at once, before Redis starts or a port is bound (DESIGN §10).
+    pool = ChannelPool()
     try:
-        gw = await start(settings, reuse_port=args.worker_index is not None)
-    except (
-        SnapshotError,
-        PolicyLoadError,
-        UpstreamConfigError,
-        OutputExprError,
-        ValueError,
-    ) as exc:
-        # Policies that do not compile, an upstream whose methods cannot be resolved: the
-        # config is valid YAML but cannot serve, so it never starts (DESIGN §10).
+        everything = await load_everything(args.config, pool, prepare=prepared)
+    except ConfigError as exc:
+        await pool.close()
+        print(f"capgate: cannot start: {exc}", file=sys.stderr)
+        return 2
+    except BaseException:
+        await pool.close()
+        raise
+    loaded, settings = everything.loaded, everything.settings
+    try:
+        gw = await start(
+            settings, reuse_port=args.worker_index is not None, loaded=everything, pool=pool
+        )
+    except ValueError as exc:
+        # What only starting finds (a listener's TLS files refused): it never starts.
         print(f"capgate: cannot start: {exc}", file=sys.stderr)
         return 2
     loop = asyncio.get_running_loop()

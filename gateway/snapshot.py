@@ -7,35 +7,60 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import orjson
+from google.protobuf.descriptor_pool import DescriptorPool
 
 from capgate.v1 import gateway_pb2, procedure_pb2_grpc
+from gateway.config.problems import PathParts, format_path
 from gateway.model import Capability
-from gateway.outputexpr import OutputExpr
+from gateway.outputexpr import OutputExpr, OutputExprError
 from gateway.redact import Redactor
 from gateway.settings import Settings, Upstream
 from gateway.upstream.call import UpstreamCall, grpc_call, procedure_call
 from gateway.upstream.channels import ChannelPool
 from gateway.upstream.descriptors import (
-    MethodInfo,
     load_descriptor_set,
     load_from_reflection,
     resolve_method,
 )
+from gateway.upstream.errors import UpstreamConfigError
 from gateway.upstream.schema import derive_schema
 from gateway.validation import SchemaValidator
-from policy import Phase, PolicySet, load_policy_set
+from policy import LoadIssue, Phase, PolicyLoadError, PolicySet, load_policy_set
 
 PROCEDURE_METHOD = "/capgate.v1.Procedure/Invoke"
 
 
+@dataclass(frozen=True, slots=True)
+class SnapshotProblem:
+    """One reason a config cannot become a snapshot, at a place in the config (`parts`, as
+    in `capabilities[2].method`); `gateway.config.everything` turns it into file:line."""
+
+    parts: PathParts
+    message: str
+
+    def __str__(self) -> str:
+        return f"{format_path(self.parts)}: {self.message}"
+
+
 class SnapshotError(Exception):
-    """The config cannot become a snapshot (a load error: the old snapshot stays)."""
+    """The config cannot become a snapshot (a load error: the old snapshot stays). It lists
+    every problem found: capability problems (`problems`) and the policy set's (`policy_issues`,
+    located in the policy files)."""
+
+    def __init__(
+        self, problems: Sequence[SnapshotProblem], policy_issues: Sequence[LoadIssue] = ()
+    ) -> None:
+        self.problems = list(problems)
+        self.policy_issues = sorted(set(policy_issues))
+        lines = [str(p) for p in self.problems] + [str(i) for i in self.policy_issues]
+        count = len(lines)
+        super().__init__(f"{count} problem(s):" + "".join(f"\n  {line}" for line in lines))
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,44 +110,105 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
 
 
-async def _method(
-    upstream: Upstream, method: str, pool: ChannelPool, cache: dict[str, Any]
-) -> MethodInfo:
-    descriptors = cache.get(upstream.name)
-    if descriptors is None:
+# What a capability's upstream methods are looked up in: a descriptor pool, the reason there
+# is none, or None when it was not resolved (server reflection, when not asked to resolve).
+Descriptors: TypeAlias = DescriptorPool | UpstreamConfigError | None
+
+
+async def _descriptors(
+    upstream: Upstream, pool: ChannelPool, cache: dict[str, Descriptors], *, reflection: bool
+) -> Descriptors:
+    """The upstream's descriptors, looked up once per upstream per load."""
+    if upstream.name in cache:
+        return cache[upstream.name]
+    found: Descriptors = None
+    try:
         if upstream.descriptor_set:
-            descriptors = load_descriptor_set(upstream.descriptor_set)
-        else:
-            descriptors = await load_from_reflection(pool.channel(upstream), timeout=5.0)
-        cache[upstream.name] = descriptors
-    return resolve_method(descriptors, method)
+            found = load_descriptor_set(upstream.descriptor_set)
+        elif reflection:
+            found = await load_from_reflection(pool.channel(upstream), timeout=5.0)
+    except UpstreamConfigError as exc:
+        found = exc
+    cache[upstream.name] = found
+    return found
+
+
+def _refusal(cap: Capability, parts: PathParts, message: str) -> SnapshotProblem:
+    """A problem naming the capability and its upstream (its place gives file:line)."""
+    return SnapshotProblem(parts, f"upstream {cap.upstream} (capability {cap.id}): {message}")
 
 
 async def _prepare(
     cap: Capability,
+    index: int,
     *,
     settings: Settings,
     pool: ChannelPool,
-    cache: dict[str, Any],
+    cache: dict[str, Descriptors],
+    reflection: bool,
+    problems: list[SnapshotProblem],
     hmac_key: bytes,
     key_id: str,
-) -> Prepared:
+) -> Prepared | Mapping[str, Any] | None:
+    """The prepared capability; its input schema when its upstream was not resolved (server
+    reflection not asked for), or None after recording why it cannot be prepared."""
+    parts: PathParts = ("capabilities", index)
     upstream = settings.upstreams[cap.upstream]
-    channel = pool.channel(upstream)
+    try:
+        channel = pool.channel(upstream)  # reads the upstream's TLS files
+    except UpstreamConfigError as exc:
+        problems.append(_refusal(cap, (*parts, "upstream"), str(exc)))
+        return None
     call: UpstreamCall
     if upstream.kind == "procedure":
         if cap.input_schema is None:
-            raise SnapshotError(f"capability {cap.id}: a procedure upstream needs input_schema")
+            problems.append(_refusal(cap, parts, "a procedure upstream needs input_schema"))
+            return None
         input_schema: Mapping[str, Any] = cap.input_schema
         call = procedure_call(channel, cap.id, upstream=upstream)
         method = cap.method or PROCEDURE_METHOD
     else:
-        info = await _method(upstream, cap.method, pool, cache)
+        descriptors = await _descriptors(upstream, pool, cache, reflection=reflection)
+        if descriptors is None:
+            return cap.input_schema or {}
+        if isinstance(descriptors, UpstreamConfigError):
+            problems.append(_refusal(cap, (*parts, "upstream"), str(descriptors)))
+            return None
+        try:
+            info = resolve_method(descriptors, cap.method)
+        except UpstreamConfigError as exc:
+            problems.append(_refusal(cap, (*parts, "method"), str(exc)))
+            return None
         input_schema = (
             cap.input_schema if cap.input_schema is not None else derive_schema(info.input)
         )
         call = grpc_call(channel, info, upstream=upstream)
         method = info.full_method
+    try:
+        return _finish(
+            cap,
+            settings=settings,
+            pool=pool,
+            target=(input_schema, call, method),
+            hmac_key=hmac_key,
+            key_id=key_id,
+        )
+    except (OutputExprError, UpstreamConfigError, ValueError) as exc:
+        problems.append(SnapshotProblem(parts, f"capability {cap.id}: {exc}"))
+        return None
+
+
+def _finish(
+    cap: Capability,
+    *,
+    settings: Settings,
+    pool: ChannelPool,
+    target: tuple[Mapping[str, Any], UpstreamCall, str],  # input schema, call, full method
+    hmac_key: bytes,
+    key_id: str,
+) -> Prepared:
+    input_schema, call, method = target
+    upstream = settings.upstreams[cap.upstream]
     schema_json = orjson.dumps(input_schema, option=orjson.OPT_SORT_KEYS)
     output_redactor = Redactor(cap.redact.output, hmac_key=hmac_key, key_id=key_id)
     descriptor = gateway_pb2.CapabilityDescriptor(
@@ -169,32 +255,80 @@ def _policy_files(paths: tuple[str, ...]) -> list[Path]:
     return sorted(files, key=str)
 
 
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """What `check_snapshot` found: the policy set, and the capabilities whose upstream
+    methods were not looked up (server reflection, when not asked to resolve it)."""
+
+    policies: PolicySet
+    unresolved: tuple[str, ...]
+
+
 async def build_snapshot(
     settings: Settings, pool: ChannelPool, *, hmac_key: bytes = b""
 ) -> Snapshot:
-    """Prepare every capability and compile the policies; raises on any load error."""
-    cache: dict[str, Any] = {}
+    """Prepare every capability and compile the policies; raises `SnapshotError` listing
+    every problem (upstreams are resolved, by server reflection where there is no
+    descriptor set)."""
+    snapshot, _ = await _build(settings, pool, hmac_key=hmac_key, reflection=True)
+    assert snapshot is not None  # every upstream was resolved
+    return snapshot
+
+
+async def check_snapshot(
+    settings: Settings, pool: ChannelPool, *, resolve_reflection: bool
+) -> Checked:
+    """Everything `build_snapshot` checks, for `capgate config check`: the same code, and
+    without `resolve_reflection` no upstream is contacted (capabilities of upstreams without
+    a descriptor set are then checked against their configured input_schema, or as dyn)."""
+    _, checked = await _build(
+        settings, pool, hmac_key=settings.audit.hmac_key.encode(), reflection=resolve_reflection
+    )
+    return checked
+
+
+async def _build(
+    settings: Settings, pool: ChannelPool, *, hmac_key: bytes, reflection: bool
+) -> tuple[Snapshot | None, Checked]:
+    cache: dict[str, Descriptors] = {}
+    problems: list[SnapshotProblem] = []
     prepared: dict[str, Prepared] = {}
-    for cap in settings.capabilities:
-        prepared[cap.id] = await _prepare(
+    registry: dict[str, dict[str, Any]] = {}
+    unresolved: list[str] = []
+    for index, cap in enumerate(settings.capabilities):
+        outcome = await _prepare(
             cap,
+            index,
             settings=settings,
             pool=pool,
             cache=cache,
+            reflection=reflection,
+            problems=problems,
             hmac_key=hmac_key,
             key_id=settings.audit.hmac_key_id,
         )
-    registry = {
-        cap_id: {**p.policy_value, "input_schema": dict(p.input_validator.schema)}
-        for cap_id, p in prepared.items()
-    }
-    policies = load_policy_set(_policy_files(settings.policy_paths), registry=registry)
-    known = set(policies.policy_names)
-    missing = sorted(
-        {n for p in prepared.values() for n in p.capability.policies if n not in known}
-    )
-    if missing:
-        raise SnapshotError(f"capabilities list unknown policies: {', '.join(missing)}")
+        if isinstance(outcome, Prepared):
+            prepared[cap.id] = outcome
+            schema: Mapping[str, Any] | None = outcome.input_validator.schema
+        elif outcome is not None:
+            unresolved.append(cap.id)
+            schema = outcome or None  # {}: no schema known, input is dyn for the checker
+        else:
+            schema = cap.input_schema  # refused above; its policies are still checked
+        entry = cap.as_policy_value()
+        registry[cap.id] = entry if schema is None else {**entry, "input_schema": dict(schema)}
+    try:
+        policies = load_policy_set(_policy_files(settings.policy_paths), registry=registry)
+    except PolicyLoadError as exc:
+        # The names the files define still tell which listed policies exist at all.
+        problems += _unknown_policies(settings, exc.names)
+        raise SnapshotError(problems, exc.errors) from None
+    problems += _unknown_policies(settings, frozenset(policies.policy_names))
+    if problems:
+        raise SnapshotError(problems)
+    checked = Checked(policies, tuple(unresolved))
+    if unresolved:
+        return None, checked
     for cap_id, p in prepared.items():
         phases = frozenset(
             phase
@@ -203,4 +337,19 @@ async def build_snapshot(
         )
         prepared[cap_id] = dataclasses.replace(p, policy_phases=phases)
     revision = _digest(settings.revision, policies.revision)
-    return Snapshot(settings=settings, capabilities=prepared, policies=policies, revision=revision)
+    snapshot = Snapshot(
+        settings=settings, capabilities=prepared, policies=policies, revision=revision
+    )
+    return snapshot, checked
+
+
+def _unknown_policies(settings: Settings, known: frozenset[str]) -> list[SnapshotProblem]:
+    """Capability-scoped policy names (`capabilities[i].policies`) the policy set lacks."""
+    out = []
+    for index, cap in enumerate(settings.capabilities):
+        for position, name in enumerate(cap.policies):
+            if name not in known:
+                where = ("capabilities", index, "policies", position)
+                message = f"capability {cap.id}: no policy named {name!r} in the policy set"
+                out.append(SnapshotProblem(where, message))
+    return out

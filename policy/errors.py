@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = ["LoadIssue", "PolicyLoadError"]
@@ -27,10 +28,15 @@ class LoadIssue:
 
 
 class PolicyLoadError(Exception):
-    """A policy set failed to load; `.errors` lists every issue found, in file order."""
+    """A policy set failed to load; `.errors` lists every issue found, in file order.
 
-    def __init__(self, errors: list[LoadIssue]) -> None:
+    `.names` are the policy names the files define (also those of policies that failed to
+    compile), so a caller can still tell a reference to no policy at all from one to a broken
+    policy."""
+
+    def __init__(self, errors: list[LoadIssue], names: Iterable[str] = ()) -> None:
         self.errors = sorted(set(errors))
+        self.names = frozenset(names)
         super().__init__(str(self))
 
     def __str__(self) -> str:

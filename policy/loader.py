@@ -49,7 +49,7 @@ def load_policy_set(
     checker = Checker(registry, constants)
     compiled = compile_policies(policies, checker, runtime, issues)
     if issues:
-        raise PolicyLoadError(issues)
+        raise PolicyLoadError(issues, names=[p.name for p in policies])
     if not sources:
         checker.notes.append("no policy files found: every request is allowed")
     return PolicySet(

@@ -2,7 +2,8 @@
 
 Methods of upstreams with a descriptor set are looked up at load, so a typo or a streaming
 method (§12: only unary methods) fails `capgate config check` rather than the first call.
-Unknown policy names are left to the policy layer, which owns the policy set.
+Unknown policy names are checked where the policy set is loaded (gateway/snapshot.py, run by
+`capgate config check` and `serve` alike, gateway/config/everything.py).
 """
 
 from __future__ import annotations
@@ -127,10 +128,12 @@ def _check_target(
     known = methods.get(name)
     if known is None or not isinstance(method, str):
         return  # no descriptor set: resolved by server reflection when the upstream connects
+    who = f"upstream {name} (capability {text(cap, 'id')})"
     if method not in known:
-        ctx.fail((*parts, "method"), "not found in the upstream's descriptor set")
+        ctx.fail((*parts, "method"), f"{who}: {method} is not in the upstream's descriptor set")
     elif any(known[method]):
-        ctx.fail((*parts, "method"), "streaming methods are not supported (unary only)")
+        message = f"{who}: {method} is a streaming method; only unary methods are supported"
+        ctx.fail((*parts, "method"), message)
 
 
 def _check_json_schema(ctx: Ctx, schema: Any, parts: PathParts) -> None:
@@ -162,7 +165,8 @@ def _check_redact(ctx: Ctx, redact: LDict, parts: PathParts, hmac_key: str) -> N
         try:
             OutputExpr(expr)  # compiled again for the snapshot; here only to report at load
         except OutputExprError as exc:
-            ctx.fail((*parts, "output_expr"), str(exc))
+            # One line per problem: cel-cpp's caret drawing below the message is left out.
+            ctx.fail((*parts, "output_expr"), str(exc).splitlines()[0])
 
 
 def _warn(cap: LDict, cap_id: str, surfaces: set[str]) -> None:

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from gateway.config import places
 from gateway.config.build import build_settings
 from gateway.config.checks import check_all
 from gateway.config.context import Ctx, mapping, resolve
@@ -70,7 +71,9 @@ def load_settings(path: str | Path, *, environ: Mapping[str, str] | None = None)
     paths = [str(resolve(base, p)) for p in _policy_paths(root)]
     settings = build_settings(root, base, source=str(config_path), revision="")
     watched = policy_files(paths) + key_files(settings.listeners)
-    return replace(settings, revision=digest([(s.path, s.data) for s in sources], watched))
+    revision = digest([(s.path, s.data) for s in sources], watched)
+    places.remember(revision, root, used)
+    return replace(settings, revision=revision)
 
 
 def read_sources(config_path: Path) -> list[SourceFile]:

@@ -38,28 +38,41 @@ class Problem:
     line: int | None
     message: str
     file: str | None = None
+    column: int | None = None  # set where the place is inside an expression (policy files)
 
     def __str__(self) -> str:
         where = self.file or "<config>"
         if self.line is not None:
             where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        if not self.path_in_file and self.column is not None:
+            return f"{where}: {self.message}"  # a policy file's own problem (not a policy's)
         return f"{where}: {self.path_in_file or '(root)'}: {self.message}"
 
 
 class ConfigError(Exception):
-    """A config that must not be used; `problems` lists every problem found, in file order."""
+    """A config that must not be used; `problems` lists every problem found, in file order.
+
+    Its text names every problem, one per line (a log line or a refusal never says "and N
+    more")."""
 
     def __init__(self, problems: Sequence[Problem], *, secrets: Collection[str] = ()) -> None:
         cleaned = [_scrub(p, secrets) for p in problems]
-        self.problems: list[Problem] = sorted(cleaned, key=_order)
+        self.problems: list[Problem] = sorted(set(cleaned), key=_order)
         count = len(self.problems)
-        first = f": {self.problems[0]}" if self.problems else ""
-        more = f" (and {count - 1} more)" if count > 1 else ""
-        super().__init__(f"invalid config, {count} problem(s){first}{more}")
+        lines = "".join(f"\n  {p}" for p in self.problems)
+        super().__init__(f"invalid config, {count} problem(s):{lines}")
 
 
-def _order(problem: Problem) -> tuple[str, int, str]:
-    return (problem.file or "", problem.line or 0, problem.path_in_file)
+def _order(problem: Problem) -> tuple[str, int, int, str, str]:
+    return (
+        problem.file or "",
+        problem.line or 0,
+        problem.column or 0,
+        problem.path_in_file,
+        problem.message,
+    )
 
 
 def _scrub(problem: Problem, secrets: Collection[str]) -> Problem:

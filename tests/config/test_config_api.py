@@ -31,7 +31,13 @@ def test_signatures():
         "environ",
         "initial",
     ]
-    assert list(Problem.__dataclass_fields__) == ["path_in_file", "line", "message", "file"]
+    assert list(Problem.__dataclass_fields__) == [
+        "path_in_file",
+        "line",
+        "message",
+        "file",
+        "column",
+    ]
 
 
 def test_problem_renders_as_file_line_path_message():

@@ -129,8 +129,13 @@ def test_methods_are_checked_against_the_descriptor_set(write, base, env):
     base["capabilities"].append({**base["capabilities"][0], "id": "a.c"})
     del base["capabilities"][-1]["method"]
     found = {(p, m) for p, _, m in problems_of(write(base), env)}
-    assert ("capabilities[0].method", "streaming methods are not supported (unary only)") in found
-    assert ("capabilities[2].method", "not found in the upstream's descriptor set") in found
+    streaming = (
+        "upstream things (capability things.get): /t.v1.Things/Watch is a streaming method; "
+        "only unary methods are supported"
+    )
+    unknown = "upstream things (capability a.b): /t.v1.Things/Nope is not in the upstream's "
+    assert ("capabilities[0].method", streaming) in found
+    assert ("capabilities[2].method", unknown + "descriptor set") in found
     assert ("capabilities[3]", "method is required for a grpc upstream") in found
 
 
