@@ -1,23 +1,15 @@
-"""The generated stubs, from the repository's top-level `capgate` package (`capgate.v1`).
-
-capgate_client vendors nothing: the stubs are generated once in the repository, with a staleness
-check (`scripts/gen_python.py --check`), and installed with it (`pip install -e <repo>`).
-"""
+"""The generated stubs: the client's own copy under `capgate_client._gen` (scripts/gen_python.py
+writes it from `proto/` next to the gateway's `capgate.v1`; `make gen-check` keeps both fresh),
+so the client needs grpcio and protobuf, not the gateway."""
 
 from __future__ import annotations
 
-try:
-    from capgate.v1 import (
-        admin_pb2,
-        admin_pb2_grpc,
-        gateway_pb2,
-        gateway_pb2_grpc,
-        types_pb2,
-    )
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "capgate_client needs the generated stubs of the capgate repository (package "
-        "`capgate.v1`): run `pip install -e /path/to/capgate` in this environment first"
-    ) from exc
+from capgate_client._gen.capgate.v1 import (
+    admin_pb2,
+    admin_pb2_grpc,
+    gateway_pb2,
+    gateway_pb2_grpc,
+    types_pb2,
+)
 
 __all__ = ["admin_pb2", "admin_pb2_grpc", "gateway_pb2", "gateway_pb2_grpc", "types_pb2"]

@@ -14,9 +14,8 @@ from types import TracebackType
 from typing import Any, ClassVar, Self
 
 import grpc
-import orjson
 
-from capgate_client import calls
+from capgate_client import _json, calls
 from capgate_client._proto import admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
 from capgate_client.calls import ApprovalPage, CheckResult, JsonDumps
 from capgate_client.connection import LocalActor, Settings, Tls, Token
@@ -43,8 +42,8 @@ class _AsyncBase:
         local_actor: LocalActor | None = None,
         tls: Tls | bool = False,
         timeout: float | None = None,
-        json_loads: JsonLoads = orjson.loads,
-        json_dumps: JsonDumps = orjson.dumps,
+        json_loads: JsonLoads = _json.loads,
+        json_dumps: JsonDumps = _json.dumps,
     ) -> None:
         self._settings = Settings.of(
             target, token=token, local_actor=local_actor, tls=tls, timeout=timeout

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final, TypeAlias
 
-import orjson
 from google.protobuf import duration_pb2
 
+from capgate_client import _json
 from capgate_client._proto import admin_pb2, gateway_pb2, types_pb2
 from capgate_client.envelope import Approval, ApprovalStatus, JsonLoads, approval_from_proto
 from capgate_client.errors import CapgateError, _by_number
@@ -87,7 +87,7 @@ def wait_request(approval_id: str, wait_s: float) -> Any:
     return gateway_pb2.WaitApprovalRequest(approval_id=approval_id, timeout=timeout)
 
 
-def approval_of(r: Any, loads: JsonLoads = orjson.loads) -> Approval:
+def approval_of(r: Any, loads: JsonLoads = _json.loads) -> Approval:
     """The approval of an answer that carries `approval` or `error`; raises the error."""
     if r.HasField("error"):
         raise CapgateError.from_proto(r.error)
@@ -101,8 +101,9 @@ def list_request(
     page_size: int,
     page_token: str,
 ) -> Any:
+    numbers: list[Any] = [s.to_proto() for s in statuses]  # enum numbers, as protobuf takes
     return admin_pb2.ListApprovalsRequest(
-        statuses=[s.to_proto() for s in statuses],
+        statuses=numbers,
         capability_id=capability_id,
         requester_id=requester_id,
         page_size=page_size,

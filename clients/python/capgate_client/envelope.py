@@ -17,8 +17,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, TypeAlias
 
-import orjson
-
+from capgate_client import _json
 from capgate_client._proto import types_pb2
 from capgate_client.errors import CapgateError, ErrorCode, ExecutionState, _by_number
 
@@ -185,7 +184,7 @@ def _actor(message: Any, field: str) -> Actor | None:
     return Actor(a.id, a.issuer, a.kind, tuple(a.roles))
 
 
-def approval_from_proto(a: Any, loads: JsonLoads = orjson.loads) -> Approval:
+def approval_from_proto(a: Any, loads: JsonLoads = _json.loads) -> Approval:
     return Approval(
         id=a.id,
         capability_id=a.capability_id,
@@ -210,7 +209,7 @@ def approval_from_proto(a: Any, loads: JsonLoads = orjson.loads) -> Approval:
     )
 
 
-def catalog_from_proto(r: Any, loads: JsonLoads = orjson.loads) -> Catalog:
+def catalog_from_proto(r: Any, loads: JsonLoads = _json.loads) -> Catalog:
     return Catalog(
         capabilities=tuple(
             CapabilityDescriptor(
@@ -228,7 +227,7 @@ def catalog_from_proto(r: Any, loads: JsonLoads = orjson.loads) -> Catalog:
     )
 
 
-def outcome_from_proto(r: Any, loads: JsonLoads = orjson.loads) -> Outcome:
+def outcome_from_proto(r: Any, loads: JsonLoads = _json.loads) -> Outcome:
     """The native outcome of a `capgate.v1.ExecutionResult`."""
     info: dict[str, Any] = {
         "execution_id": r.execution_id,

@@ -1,0 +1,199 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ERROR_CODE_UNSPECIFIED: _ClassVar[ErrorCode]
+    ERROR_CODE_CAPABILITY_NOT_FOUND: _ClassVar[ErrorCode]
+    ERROR_CODE_INPUT_INVALID: _ClassVar[ErrorCode]
+    ERROR_CODE_UNAUTHENTICATED: _ClassVar[ErrorCode]
+    ERROR_CODE_FORBIDDEN: _ClassVar[ErrorCode]
+    ERROR_CODE_POLICY_DENIED: _ClassVar[ErrorCode]
+    ERROR_CODE_POLICY_FAILED: _ClassVar[ErrorCode]
+    ERROR_CODE_APPROVAL_UNSERIALIZABLE_INPUT: _ClassVar[ErrorCode]
+    ERROR_CODE_APPROVAL_PENDING: _ClassVar[ErrorCode]
+    ERROR_CODE_APPROVAL_REJECTED: _ClassVar[ErrorCode]
+    ERROR_CODE_APPROVAL_EXPIRED: _ClassVar[ErrorCode]
+    ERROR_CODE_APPROVAL_CONSUMED: _ClassVar[ErrorCode]
+    ERROR_CODE_APPROVAL_INPUT_MISMATCH: _ClassVar[ErrorCode]
+    ERROR_CODE_APPROVAL_SELF_APPROVAL: _ClassVar[ErrorCode]
+    ERROR_CODE_AUDIT_UNAVAILABLE: _ClassVar[ErrorCode]
+    ERROR_CODE_EXECUTION_FAILED: _ClassVar[ErrorCode]
+    ERROR_CODE_TIMEOUT: _ClassVar[ErrorCode]
+    ERROR_CODE_CANCELLED: _ClassVar[ErrorCode]
+    ERROR_CODE_OUTPUT_INVALID: _ClassVar[ErrorCode]
+    ERROR_CODE_APPROVAL_UNAVAILABLE: _ClassVar[ErrorCode]
+    ERROR_CODE_APPROVAL_NOT_FOUND: _ClassVar[ErrorCode]
+    ERROR_CODE_IDEMPOTENCY_CONFLICT: _ClassVar[ErrorCode]
+    ERROR_CODE_IDEMPOTENCY_IN_PROGRESS: _ClassVar[ErrorCode]
+    ERROR_CODE_INPUT_TOO_LARGE: _ClassVar[ErrorCode]
+    ERROR_CODE_UPSTREAM_UNAVAILABLE: _ClassVar[ErrorCode]
+    ERROR_CODE_APPROVAL_ALREADY_DECIDED: _ClassVar[ErrorCode]
+    ERROR_CODE_APPROVAL_LIMIT_EXCEEDED: _ClassVar[ErrorCode]
+
+class ExecutionState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EXECUTION_STATE_UNSPECIFIED: _ClassVar[ExecutionState]
+    EXECUTION_STATE_NOT_STARTED: _ClassVar[ExecutionState]
+    EXECUTION_STATE_COMPLETED: _ClassVar[ExecutionState]
+    EXECUTION_STATE_UNKNOWN: _ClassVar[ExecutionState]
+
+class Decision(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DECISION_UNSPECIFIED: _ClassVar[Decision]
+    DECISION_ALLOW: _ClassVar[Decision]
+    DECISION_REQUIRE_APPROVAL: _ClassVar[Decision]
+    DECISION_HIDE: _ClassVar[Decision]
+    DECISION_DENY: _ClassVar[Decision]
+
+class ApprovalStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    APPROVAL_STATUS_UNSPECIFIED: _ClassVar[ApprovalStatus]
+    APPROVAL_STATUS_PENDING: _ClassVar[ApprovalStatus]
+    APPROVAL_STATUS_APPROVED: _ClassVar[ApprovalStatus]
+    APPROVAL_STATUS_REJECTED: _ClassVar[ApprovalStatus]
+    APPROVAL_STATUS_EXPIRED: _ClassVar[ApprovalStatus]
+    APPROVAL_STATUS_CONSUMED: _ClassVar[ApprovalStatus]
+    APPROVAL_STATUS_EXECUTED: _ClassVar[ApprovalStatus]
+ERROR_CODE_UNSPECIFIED: ErrorCode
+ERROR_CODE_CAPABILITY_NOT_FOUND: ErrorCode
+ERROR_CODE_INPUT_INVALID: ErrorCode
+ERROR_CODE_UNAUTHENTICATED: ErrorCode
+ERROR_CODE_FORBIDDEN: ErrorCode
+ERROR_CODE_POLICY_DENIED: ErrorCode
+ERROR_CODE_POLICY_FAILED: ErrorCode
+ERROR_CODE_APPROVAL_UNSERIALIZABLE_INPUT: ErrorCode
+ERROR_CODE_APPROVAL_PENDING: ErrorCode
+ERROR_CODE_APPROVAL_REJECTED: ErrorCode
+ERROR_CODE_APPROVAL_EXPIRED: ErrorCode
+ERROR_CODE_APPROVAL_CONSUMED: ErrorCode
+ERROR_CODE_APPROVAL_INPUT_MISMATCH: ErrorCode
+ERROR_CODE_APPROVAL_SELF_APPROVAL: ErrorCode
+ERROR_CODE_AUDIT_UNAVAILABLE: ErrorCode
+ERROR_CODE_EXECUTION_FAILED: ErrorCode
+ERROR_CODE_TIMEOUT: ErrorCode
+ERROR_CODE_CANCELLED: ErrorCode
+ERROR_CODE_OUTPUT_INVALID: ErrorCode
+ERROR_CODE_APPROVAL_UNAVAILABLE: ErrorCode
+ERROR_CODE_APPROVAL_NOT_FOUND: ErrorCode
+ERROR_CODE_IDEMPOTENCY_CONFLICT: ErrorCode
+ERROR_CODE_IDEMPOTENCY_IN_PROGRESS: ErrorCode
+ERROR_CODE_INPUT_TOO_LARGE: ErrorCode
+ERROR_CODE_UPSTREAM_UNAVAILABLE: ErrorCode
+ERROR_CODE_APPROVAL_ALREADY_DECIDED: ErrorCode
+ERROR_CODE_APPROVAL_LIMIT_EXCEEDED: ErrorCode
+EXECUTION_STATE_UNSPECIFIED: ExecutionState
+EXECUTION_STATE_NOT_STARTED: ExecutionState
+EXECUTION_STATE_COMPLETED: ExecutionState
+EXECUTION_STATE_UNKNOWN: ExecutionState
+DECISION_UNSPECIFIED: Decision
+DECISION_ALLOW: Decision
+DECISION_REQUIRE_APPROVAL: Decision
+DECISION_HIDE: Decision
+DECISION_DENY: Decision
+APPROVAL_STATUS_UNSPECIFIED: ApprovalStatus
+APPROVAL_STATUS_PENDING: ApprovalStatus
+APPROVAL_STATUS_APPROVED: ApprovalStatus
+APPROVAL_STATUS_REJECTED: ApprovalStatus
+APPROVAL_STATUS_EXPIRED: ApprovalStatus
+APPROVAL_STATUS_CONSUMED: ApprovalStatus
+APPROVAL_STATUS_EXECUTED: ApprovalStatus
+
+class Issue(_message.Message):
+    __slots__ = ("path", "message")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    message: str
+    def __init__(self, path: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class CapabilityError(_message.Message):
+    __slots__ = ("code", "stage", "message", "retryable", "expose_to_model", "issues", "executed_before_failure", "execution_state")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RETRYABLE_FIELD_NUMBER: _ClassVar[int]
+    EXPOSE_TO_MODEL_FIELD_NUMBER: _ClassVar[int]
+    ISSUES_FIELD_NUMBER: _ClassVar[int]
+    EXECUTED_BEFORE_FAILURE_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_STATE_FIELD_NUMBER: _ClassVar[int]
+    code: ErrorCode
+    stage: str
+    message: str
+    retryable: bool
+    expose_to_model: bool
+    issues: _containers.RepeatedCompositeFieldContainer[Issue]
+    executed_before_failure: bool
+    execution_state: ExecutionState
+    def __init__(self, code: _Optional[_Union[ErrorCode, str]] = ..., stage: _Optional[str] = ..., message: _Optional[str] = ..., retryable: _Optional[bool] = ..., expose_to_model: _Optional[bool] = ..., issues: _Optional[_Iterable[_Union[Issue, _Mapping]]] = ..., executed_before_failure: _Optional[bool] = ..., execution_state: _Optional[_Union[ExecutionState, str]] = ...) -> None: ...
+
+class Actor(_message.Message):
+    __slots__ = ("id", "issuer", "kind", "roles")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ISSUER_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    ROLES_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    issuer: str
+    kind: str
+    roles: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., issuer: _Optional[str] = ..., kind: _Optional[str] = ..., roles: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ApproverConstraint(_message.Message):
+    __slots__ = ("roles",)
+    ROLES_FIELD_NUMBER: _ClassVar[int]
+    roles: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, roles: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Approval(_message.Message):
+    __slots__ = ("id", "capability_id", "status", "reasons", "message", "created_at", "expires_at", "decided_at", "requester", "decided_by", "decided_via", "decision_note", "input_hash", "input_json", "risk", "side_effect", "approvers", "requesting_execution_id", "resumed_execution_id", "surface")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CAPABILITY_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    REASONS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_AT_FIELD_NUMBER: _ClassVar[int]
+    REQUESTER_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_VIA_FIELD_NUMBER: _ClassVar[int]
+    DECISION_NOTE_FIELD_NUMBER: _ClassVar[int]
+    INPUT_HASH_FIELD_NUMBER: _ClassVar[int]
+    INPUT_JSON_FIELD_NUMBER: _ClassVar[int]
+    RISK_FIELD_NUMBER: _ClassVar[int]
+    SIDE_EFFECT_FIELD_NUMBER: _ClassVar[int]
+    APPROVERS_FIELD_NUMBER: _ClassVar[int]
+    REQUESTING_EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    RESUMED_EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    SURFACE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    capability_id: str
+    status: ApprovalStatus
+    reasons: _containers.RepeatedScalarFieldContainer[str]
+    message: str
+    created_at: _timestamp_pb2.Timestamp
+    expires_at: _timestamp_pb2.Timestamp
+    decided_at: _timestamp_pb2.Timestamp
+    requester: Actor
+    decided_by: Actor
+    decided_via: Actor
+    decision_note: str
+    input_hash: str
+    input_json: str
+    risk: str
+    side_effect: str
+    approvers: ApproverConstraint
+    requesting_execution_id: str
+    resumed_execution_id: str
+    surface: str
+    def __init__(self, id: _Optional[str] = ..., capability_id: _Optional[str] = ..., status: _Optional[_Union[ApprovalStatus, str]] = ..., reasons: _Optional[_Iterable[str]] = ..., message: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., decided_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., requester: _Optional[_Union[Actor, _Mapping]] = ..., decided_by: _Optional[_Union[Actor, _Mapping]] = ..., decided_via: _Optional[_Union[Actor, _Mapping]] = ..., decision_note: _Optional[str] = ..., input_hash: _Optional[str] = ..., input_json: _Optional[str] = ..., risk: _Optional[str] = ..., side_effect: _Optional[str] = ..., approvers: _Optional[_Union[ApproverConstraint, _Mapping]] = ..., requesting_execution_id: _Optional[str] = ..., resumed_execution_id: _Optional[str] = ..., surface: _Optional[str] = ...) -> None: ...
