@@ -27,7 +27,7 @@ from gateway.call import Runtime
 from gateway.cliargs import Parser
 from gateway.config.everything import Loaded, load_everything, located
 from gateway.config.problems import ConfigError
-from gateway.config.watch import ConfigWatcher
+from gateway.config.watch import SETTLE_S, ConfigWatcher
 from gateway.idempotency import RedisIdempotencyStore
 from gateway.notify.sink import WebhookNotifier, snapshot_facts
 from gateway.redis_server import RedisProcess
@@ -404,6 +404,7 @@ async def _serve(args: argparse.Namespace) -> int:
             on_error=on_error,
             interval_s=args.watch_interval,
             initial=loaded,  # as loaded: its key files and revision are the file's
+            settle_s=args.watch_settle,
         )
         gw.watcher.start()
     if args.ready_file:
@@ -447,6 +448,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-watch", dest="watch", action="store_false", help="disable hot reload")
     parser.add_argument(
         "--watch-interval", type=float, default=1.0, help="seconds between config polls (1)"
+    )
+    parser.add_argument(
+        "--watch-settle",
+        type=float,
+        default=SETTLE_S,
+        help="seconds a changed file must stay unchanged before it is loaded (0.5)",
     )
     parser.add_argument("--grace", type=float, default=5.0, help="drain time on shutdown (s)")
     parser.add_argument("--jwks-out", help="write the actor-token JWKS here (overrides config)")

@@ -157,6 +157,8 @@ def _argv(
         str(args.grace),
         "--watch-interval",
         str(args.watch_interval),
+        "--watch-settle",
+        str(args.watch_settle),
         "--log-level",
         args.log_level,
         "--worker-index",
