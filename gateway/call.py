@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from capgate.v1 import gateway_pb2, types_pb2
+from capgate.v1 import types_pb2
 from gateway.drain import Drain
 from gateway.model import Actor
 
@@ -81,7 +81,8 @@ class Call:
     prepared: Prepared | None = None
     input: Any = None
     input_hash: str = ""
-    evaluation: Evaluation | None = None
+    evaluation: Evaluation | None = None  # invocation phase (stage 7)
+    execution_evaluation: Evaluation | None = None  # execution phase (stage 9)
     requirement: ApprovalRequirement | None = None
     approval: Any = None  # gateway.approvals.records.ApprovalRecord on Resume
     idempotency_scope: Any = None
@@ -89,6 +90,5 @@ class Call:
     attempts: int = 0
     output: Any = None
     state: types_pb2.ExecutionState = types_pb2.EXECUTION_STATE_NOT_STARTED
-    result: gateway_pb2.ExecutionResult | None = None  # a stage's early answer (suspend, replay)
     denial_reason: str = ""
     extra: dict[str, Any] = field(default_factory=dict)

@@ -19,7 +19,11 @@ from gateway.model import Actor
 from gateway.snapshot import Snapshot
 from gateway.stages.actor import check_actor
 from gateway.stages.exposure import check_exposure
-from gateway.stages.policies import eval_request, evaluate_invocation_policies
+from gateway.stages.policies import (
+    eval_request,
+    evaluate_invocation_policies,
+    hide_before_validation,
+)
 from gateway.stages.resolve import resolve_capability
 from gateway.stages.validate import validate_input
 from policy import Decision, EvalRequest, Phase, Stance
@@ -104,6 +108,7 @@ async def check(
         for stage in (
             resolve_capability,
             check_exposure,
+            hide_before_validation,  # as Invoke: bad input to a hidden capability is not found
             validate_input,
             check_actor,
             evaluate_invocation_policies,

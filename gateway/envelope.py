@@ -10,6 +10,11 @@ State = types_pb2.ExecutionState
 
 ERROR_CODES = {code: types_pb2.ErrorCode.Value(f"ERROR_CODE_{code.value}") for code in Code}
 
+# SI-8 (DESIGN §12): a concealed answer equals the not-found answer except `execution_id`, with
+# `duration` omitted. Every answer with one of these codes omits it — the genuine not-found too,
+# so that the concealed one has nothing to differ in (nor a time to be told apart by).
+NOT_FOUND: frozenset[Code] = frozenset({Code.CAPABILITY_NOT_FOUND, Code.APPROVAL_NOT_FOUND})
+
 
 def error_proto(err: CapabilityError, state: State) -> types_pb2.CapabilityError:
     msg = types_pb2.CapabilityError(
@@ -45,8 +50,7 @@ def failure(
         revision=revision,
         approval_id=approval_id,
     )
-    # SI-8: every not-found answer omits the duration, so a concealed one can't be timed apart.
-    if duration_s is not None and err.code is not Code.CAPABILITY_NOT_FOUND:
+    if duration_s is not None and err.code not in NOT_FOUND:
         result.duration.FromNanoseconds(int(duration_s * 1e9))
     target = result.cancelled if err.spec.kind is Kind.CANCELLED else result.failed
     target.CopyFrom(error_proto(err, state))
@@ -73,4 +77,24 @@ def completed(
     )
     result.duration.FromNanoseconds(int(duration_s * 1e9))
     result.completed.output_json = output_json
+    return result
+
+
+def approval_required(
+    *,
+    execution_id: str,
+    capability_id: str,
+    duration_s: float,
+    revision: str,
+    approval: types_pb2.Approval,
+) -> gateway_pb2.ExecutionResult:
+    """Stage 8 suspended the call: nothing was sent upstream (NOT_STARTED)."""
+    result = gateway_pb2.ExecutionResult(
+        execution_id=execution_id,
+        capability_id=capability_id,
+        execution_state=types_pb2.EXECUTION_STATE_NOT_STARTED,
+        revision=revision,
+    )
+    result.duration.FromNanoseconds(int(duration_s * 1e9))
+    result.approval_required.approval.CopyFrom(approval)
     return result

@@ -15,11 +15,12 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from capgate.v1 import gateway_pb2, types_pb2
 from gateway import envelope
-from gateway.audit.events import build, completion_fields, failure_fields
+from gateway.approvals.convert import to_proto
+from gateway.audit.events import build, completion_fields, failure_fields, replay_event, stances
 from gateway.call import Call, Runtime
 from gateway.errors import CapabilityError, Code, Event
 from gateway.jsonvalue import dumps
-from gateway.stages import SUSPEND
+from gateway.stages import Outcome, Replayed, Suspended
 from gateway.stages.actor import check_actor
 from gateway.stages.approval import approval_gate
 from gateway.stages.controls import attach_controls
@@ -30,6 +31,7 @@ from gateway.stages.output import redact_output, validate_output
 from gateway.stages.policies import (
     evaluate_execution_policies,
     evaluate_invocation_policies,
+    hide_before_validation,
     reevaluate_invocation_policies,
 )
 from gateway.stages.resolve import resolve_capability
@@ -45,7 +47,7 @@ from gateway.telemetry import child_span, link_to, metrics, root_span
 log = logging.getLogger("capgate.pipeline")
 _perf = time.perf_counter
 
-StageFn = Callable[[Call, Runtime], Awaitable[str | None]]
+StageFn = Callable[[Call, Runtime], Awaitable[Outcome | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +69,10 @@ INVOKE: tuple[Stage, ...] = (
     Stage(2, "execution-identity", assign_execution_id),
     Stage(3, "resolve", resolve_capability),
     Stage(4, "exposure", check_exposure),
+    # Still stage 4, concealment: input-free `hide` policies decide before validation, so that
+    # bad input to a hidden capability answers as for a missing one (SI-8; ADR 0016).
+    # No span of its own: most capabilities have no such policy and skip it at once.
+    Stage(4, "input-free-hide", hide_before_validation),
     Stage(5, "input-validation", validate_input),
     Stage(6, "actor-check", check_actor),
     Stage(7, "invocation-policies", evaluate_invocation_policies, "agent.policy_evaluation"),
@@ -87,13 +93,14 @@ RESUME: tuple[Stage, ...] = (
     Stage(8, "approval-load", load_approval, "agent.approval_request"),
     INVOKE[1],
     INVOKE[2],
-    Stage(8, "approval-input-hash", verify_input_hash),
     INVOKE[3],
-    Stage(8, "approval-capability-digest", verify_capability_digest),
+    Stage(8, "approval-input-hash", verify_input_hash),
     INVOKE[4],
+    Stage(8, "approval-capability-digest", verify_capability_digest),
+    INVOKE[5],
     Stage(7, "invocation-policies", reevaluate_invocation_policies, "agent.policy_evaluation"),
     Stage(8, "approval-consume", consume_approval, "agent.approval_request"),
-    *INVOKE[7:],
+    *INVOKE[8:],
 )
 
 
@@ -104,6 +111,7 @@ async def run(
     with root_span("agent.capability_call") as span:
         started = _perf()
         try:
+            outcome: Outcome | None = None
             with rt.drain.track():  # a shutdown may cancel the stages, not what follows
                 for stage in stages:
                     # Inline rather than a helper coroutine: one frame less per stage, 13 per call.
@@ -117,13 +125,16 @@ async def run(
                                 outcome = await stage.run(call, rt)
                     finally:
                         metrics.stage_duration.observe(_perf() - began, stage.label)
-                    if outcome == SUSPEND:
-                        # Approval required (stage 8 emitted its event) or a stored envelope.
-                        assert call.result is not None
-                        kind = call.result.WhichOneof("outcome")
-                        outcome = "approval_required" if kind == "approval_required" else "replayed"
-                        _observe(call, span, outcome, "", started)
-                        return call.result
+                    if outcome is not None:
+                        break  # a typed early exit: suspended or replayed
+            if isinstance(outcome, Suspended):
+                result = _suspended(call, rt, outcome)
+                _observe(call, span, "approval_required", "", started)
+                return result
+            if isinstance(outcome, Replayed):
+                result = _replayed(call, rt, outcome)
+                _observe(call, span, "replayed", "", started)
+                return result
             result = await _completed(call, rt)
             _observe(call, span, "completed", "", started)
             return result
@@ -138,14 +149,20 @@ async def run(
                 _observe(call, span, shutdown.spec.kind.value, shutdown.code.value, started)
                 return await _failed(call, rt, shutdown)
             # The caller went away: record it, then let cancellation propagate (nobody to answer).
-            gone = CapabilityError(Code.CANCELLED, reason="caller cancelled")
+            gone = CapabilityError(
+                Code.CANCELLED, reason="caller cancelled", executed=_answered(call)
+            )
             _observe(call, span, gone.spec.kind.value, gone.code.value, started)
             await asyncio.shield(_failed(call, rt, gone))
             raise
         except Exception as exc:
             log.exception("unexpected error in execution %s", call.execution_id)
+            # After the upstream answered (stages 12-13) the effect happened: say so (the
+            # envelope's execution_state stays the truthful call.state).
             fault = CapabilityError(
-                Code.EXECUTION_FAILED, reason=f"unexpected {type(exc).__name__}"
+                Code.EXECUTION_FAILED,
+                reason=f"unexpected {type(exc).__name__}",
+                executed=_answered(call),
             )
             _observe(call, span, fault.spec.kind.value, fault.code.value, started)
             return await _failed(call, rt, fault)
@@ -192,6 +209,44 @@ def _observe(call: Call, span: Span, outcome: str, code: str, started: float) ->
     if code:
         span.set_attribute("capgate.code", code)
         span.set_status(Status(StatusCode.ERROR, code))
+
+
+def _answered(call: Call) -> bool:
+    """Whether the upstream answered: a failure from here on was executed before failing."""
+    return call.state == types_pb2.EXECUTION_STATE_COMPLETED
+
+
+def _suspended(call: Call, rt: Runtime, outcome: Suspended) -> gateway_pb2.ExecutionResult:
+    """Stage 8 recorded an approval request: the envelope and the terminal event."""
+    record = outcome.record
+    result = envelope.approval_required(
+        execution_id=call.execution_id,
+        capability_id=record.capability_id,
+        duration_s=_duration(call, rt),
+        revision=call.snapshot.revision,
+        approval=to_proto(record, include_input=False, redactor=None),
+    )
+    rt.audit.emit(
+        build(
+            Event.APPROVAL_REQUESTED,
+            call,
+            rt.wall(),
+            approval_id=record.id,
+            reasons=list(record.reasons),
+            expires_at=record.expires_at,
+            duration_ms=round(_duration(call, rt) * 1000, 3),
+            stances=stances(call),
+        )
+    )
+    return result
+
+
+def _replayed(call: Call, rt: Runtime, outcome: Replayed) -> gateway_pb2.ExecutionResult:
+    """A stored envelope answers, as stored (its execution id is the one that ran). This
+    execution still ends in one terminal event, marked as a replay; nothing is recorded again."""
+    duration_ms = round(_duration(call, rt) * 1000, 3)
+    rt.audit.emit(replay_event(call, outcome.result, outcome.source, rt.wall(), duration_ms))
+    return outcome.result
 
 
 def _duration(call: Call, rt: Runtime) -> float:

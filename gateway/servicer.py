@@ -135,12 +135,9 @@ class CapabilityGatewayServicer(gateway_pb2_grpc.CapabilityGatewayServicer):  # 
         store = self._rt.approvals
         if store is None:
             raise CapabilityError(Code.APPROVAL_NOT_FOUND, reason="no approval store")
-        record = await store.get(approval_id)
-        if (
-            record is None
-            or record.requester.identity != actor.identity
-            or record.surface != self._surface
-        ):
+        # Ownership first, inside Redis: another's approval costs what an unknown id costs (SI-8).
+        record = await store.get_own(approval_id, requester=actor, surface=self._surface)
+        if record is None:
             raise CapabilityError(Code.APPROVAL_NOT_FOUND, reason="unknown or not the requester's")
         return record
 

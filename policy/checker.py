@@ -131,6 +131,13 @@ class Checker:
                 regexes_checked = True
         return sorted(set(issues))
 
+    def input_free(self, expr: ExprSpec) -> bool:
+        """Whether `expr` compiles in the invocation phase with no `input` declared: then it
+        cannot read the input (an iteration variable that happens to be named `input` is not
+        the variable), and the gateway may evaluate it before input validation (ADR 0016)."""
+        source = rewrite_const(expr.text)
+        return not isinstance(self._compile(Phase.INVOCATION, None, source), list)
+
     def _compile(self, context: str, variant: Variant | None, source: str) -> Any:
         try:
             return self._env(context, variant).compile(source)

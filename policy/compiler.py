@@ -52,6 +52,8 @@ class CompiledPolicy:
     rules: tuple[CompiledRule, ...]
     path: str
     line: int
+    # No rule reads `input` (match never may): decidable before input validation (ADR 0016).
+    input_free: bool = False
 
     @property
     def enforced(self) -> bool:
@@ -117,6 +119,7 @@ class _Compiler:
             rules=tuple(rules),
             path=spec.path,
             line=spec.line,
+            input_free=all(self.checker.input_free(rule.when) for rule in spec.rules),
         )
 
     def _program(self, expr: ExprSpec, contexts: list[str], variants: Any) -> Program | None:

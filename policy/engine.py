@@ -57,6 +57,7 @@ class PolicySet:
             for phase in Phase
         }
         self._selected: dict[tuple[str, str, tuple[str, ...]], tuple[CompiledPolicy, ...]] = {}
+        self._hides: dict[tuple[Any, ...], bool] = {}
         self.revision = revision
         self.policy_names = tuple(p.name for p in policies)
         self.notes = notes
@@ -81,12 +82,48 @@ class PolicySet:
         phase = Phase(phase)
         return bool(self._select(phase, capability) or self._listed(phase, capability_policies))
 
-    def evaluate_all(self, phase: Phase, req: EvalRequest) -> Evaluation:
-        """Evaluate every applicable policy for `req` in `phase` and combine the stances."""
+    def hides_without_input(
+        self, capability: Mapping[str, Any], capability_policies: tuple[str, ...]
+    ) -> bool:
+        """Whether an enforced, input-free invocation-phase policy with a `hide` rule applies to
+        the capability: only then can `evaluate_all(..., input_free=True)` conceal it before
+        input validation (ADR 0016). Cached like the selection it reads."""
+        cache_key = (
+            str(capability.get("id", "")),
+            tuple(capability.get("tags") or ()),
+            capability_policies,
+        )
+        found = self._hides.get(cache_key)
+        if found is None:
+            phase = Phase.INVOCATION
+            listed = self._listed(phase, capability_policies)
+            applicable = (*self._select(phase, capability), *listed)
+            found = any(
+                isinstance(p, CompiledPolicy)
+                and p.input_free
+                and p.enforced
+                and any(r.effect is Decision.HIDE for r in p.rules)
+                for p in applicable
+            )
+            if len(self._hides) >= _CACHE_LIMIT:
+                self._hides.clear()
+            self._hides[cache_key] = found
+        return found
+
+    def evaluate_all(
+        self, phase: Phase, req: EvalRequest, *, input_free: bool = False
+    ) -> Evaluation:
+        """Evaluate every applicable policy for `req` in `phase` and combine the stances.
+
+        `input_free`: only the policies that never read `input` (and unknown listed names,
+        which fail closed): the part of the phase decidable before input validation."""
         started = perf_counter()
         phase = Phase(phase)
         selected = self._select(phase, req.capability)
         listed = self._listed(phase, req.capability_policies)
+        if input_free:
+            selected = tuple(p for p in selected if p.input_free)
+            listed = [p for p in listed if not isinstance(p, CompiledPolicy) or p.input_free]
         stances: list[Stance] = []
         if selected or listed:
             variables = bindings_for(phase, req, req.now or self._clock(), self._constants)

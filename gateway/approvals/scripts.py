@@ -145,6 +145,16 @@ return reply('OK', '1')
 """
 )
 
+# ARGV: requester issuer, requester id, surface. The record when it belongs to that requester on
+# that surface, else an empty reply — for another's record exactly what an unknown id gets: the
+# same one HMGET of three short flat fields, no HGETALL, nothing for the caller to parse (SI-8).
+OWNED: Final = """
+local key = KEYS[1]
+local f = redis.call('HMGET', key, 'req_iss', 'req_id', 'surface')
+if f[1] ~= ARGV[1] or f[2] ~= ARGV[2] or f[3] ~= ARGV[3] then return {} end
+return redis.call('HGETALL', key)
+"""
+
 # KEYS[1]: one actor's pending index (zset id -> expires_at).
 # ARGV: now, max pending, approval id, expires_at, key ttl ms. Drops entries past their expiry,
 # then admits the id when under the cap (idempotent for an id already admitted).
@@ -165,4 +175,5 @@ ALL: Final[dict[str, str]] = {
     "consume": CONSUME,
     "finish": FINISH,
     "reserve": RESERVE,
+    "owned": OWNED,
 }

@@ -151,6 +151,26 @@ class RedisApprovalStore:
         record = from_hash(raw)
         return await self._expire_if_due(record)
 
+    async def get_own(
+        self, approval_id: str, *, requester: Actor, surface: str
+    ) -> ApprovalRecord | None:
+        """The record when it is `requester`'s (issuer, id) on `surface`, else None (SI-8).
+
+        Ownership is compared first, inside Redis (`scripts.OWNED`): another requester's or
+        surface's record costs what an unknown id costs — one script call, one HMGET, an empty
+        reply, no record read or parsed. Only the owner's record is read (in the same round
+        trip) and, like `get`, marked `expired` when it is past its expiry.
+        """
+        if not valid_id(approval_id):
+            return None
+        with available():
+            reply = await self._run(
+                "owned", self._keys.record(approval_id), requester.issuer, requester.id, surface
+            )
+        if not reply:
+            return None
+        return await self._expire_if_due(from_flat(reply))
+
     async def get_many(self, approval_ids: Collection[str]) -> dict[str, ApprovalRecord]:
         """Records by id (missing ids are absent), with the same lazy expiry as `get`."""
         ids = [i for i in dict.fromkeys(approval_ids) if valid_id(i)]

@@ -24,13 +24,15 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from capgate.v1 import types_pb2
-from gateway.errors import CapabilityError, Event
+from gateway.errors import TABLE, CapabilityError, Code, Event
 from gateway.upstream.state import UPSTREAM_STATUS_KEY
 
 if TYPE_CHECKING:
+    from capgate.v1 import gateway_pb2
     from gateway.approvals.records import ApprovalRecord
     from gateway.call import Call
     from gateway.settings import AuditSettings
+    from policy import Evaluation
 
 MAX_TEXT: Final = 256
 _HMAC_KEY: Final = "input_hmac"
@@ -94,14 +96,13 @@ def _input_hmac(call: Call) -> tuple[str, str] | None:
     return cached
 
 
-def stances(call: Call) -> list[dict[str, Any]]:
-    """Each evaluated policy's stance (effect None = abstained); error text is bounded."""
-    ev = call.evaluation
+def _stance_list(ev: Evaluation | None, phase: str) -> list[dict[str, Any]]:
     if ev is None:
         return []
     return [
         {
             "policy": s.policy,
+            "phase": phase,
             "mode": s.mode,
             "effect": None if s.effect is None else s.effect.name.lower().replace("_", "-"),
             "rule": s.rule,
@@ -109,6 +110,15 @@ def stances(call: Call) -> list[dict[str, Any]]:
         }
         for s in ev.stances
     ]
+
+
+def stances(call: Call) -> list[dict[str, Any]]:
+    """Each evaluated policy's stance (effect None = abstained) of every phase that ran so far:
+    the invocation phase (stage 7, or its re-evaluation on Resume) then the execution phase
+    (stage 9), each marked with its `phase`; error text is bounded."""
+    return _stance_list(call.evaluation, "invocation") + _stance_list(
+        call.execution_evaluation, "execution"
+    )
 
 
 _SECOND: list[Any] = [-1, ""]  # the last formatted second: events of one second share it
@@ -181,8 +191,7 @@ def failure_fields(call: Call, err: CapabilityError, duration_ms: float) -> dict
     upstream_s = call.extra.get("upstream_s")
     if upstream_s:
         fields["upstream_ms"] = round(upstream_s * 1000, 3)
-    if err.spec.event is Event.DENIED:
-        fields["stances"] = stances(call)
+    fields["stances"] = stances(call)  # every terminal event: each stance of each phase run
     return fields
 
 
@@ -195,7 +204,40 @@ def completion_fields(call: Call, duration_ms: float) -> dict[str, Any]:
     upstream_s = call.extra.get("upstream_s")
     if upstream_s:
         fields["upstream_ms"] = round(upstream_s * 1000, 3)
+    fields["stances"] = stances(call)
     return fields
+
+
+def replay_event(
+    call: Call, stored: gateway_pb2.ExecutionResult, source: str, now: float, duration_ms: float
+) -> dict[str, Any]:
+    """The terminal event of an execution answered by a stored envelope (an idempotent repeat,
+    a repeated Resume): the event that envelope's outcome ends in (completed, or the error
+    table's event for its code), marked `replayed` with `replay_of` (the execution that ran)
+    and `replay_source`. `execution_state` and `executed_before_failure` are the stored
+    outcome's — what the answer says about the effect; this execution sent nothing upstream."""
+    kind = stored.WhichOneof("outcome")
+    fields: dict[str, Any] = {
+        "outcome": kind or "unknown",
+        "attempt": call.attempts,
+        "duration_ms": duration_ms,
+        "replayed": True,
+        "replay_of": stored.execution_id[:MAX_TEXT],
+        "replay_source": source,
+        "execution_state": _STATES.get(stored.execution_state, "UNKNOWN"),
+    }
+    name: str = Event.COMPLETED
+    if kind in ("failed", "cancelled"):
+        error = stored.failed if kind == "failed" else stored.cancelled
+        code = Code(types_pb2.ErrorCode.Name(error.code).removeprefix("ERROR_CODE_"))
+        name = TABLE[code].event
+        fields.update(code=code.value, stage=error.stage)
+        if error.executed_before_failure:
+            fields["executed_before_failure"] = True
+    elif kind != "completed":
+        name = Event.FAILED  # a stored envelope is always an outcome; anything else is a fault
+    fields["stances"] = stances(call)
+    return build(name, call, now, **fields)
 
 
 def approval_event(kind: str, record: ApprovalRecord, now: float, revision: str) -> dict[str, Any]:

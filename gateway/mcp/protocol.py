@@ -245,15 +245,12 @@ class McpHandler:
         assert isinstance(approval_id, str)
         store = self._rt.approvals
         try:
-            record = await store.get(approval_id)
+            # Bound to the requester and the surface it asked on, compared inside Redis before
+            # the record is read: anything else reads, and costs, as an unknown id (SI-8).
+            record = await store.get_own(approval_id, requester=actor, surface=self._surface)
         except CapabilityError as err:
             return _failure(err)
-        # Bound to the requester and the surface it asked on; anything else reads as unknown.
-        if (
-            record is None
-            or record.requester.identity != actor.identity
-            or record.surface != self._surface
-        ):
+        if record is None:
             return _failure(CapabilityError(Code.APPROVAL_NOT_FOUND))
         if record.status == "pending" or not resume:
             view = to_proto(record, include_input=False, redactor=None)

@@ -2,20 +2,18 @@
 
 Invoke: when policies combined to require-approval or the capability declares
 `approval.required`, bind the canonical input hash to a record in the approval store and
-suspend with an `approval_required` envelope. Resume enters through `load_approval` and
-`consume_approval` instead (seed 001 "Resumption", DESIGN §12).
+suspend: `Suspended(record)`, which the runner turns into the `approval_required` envelope
+and `capability.approval_requested` (the execution's terminal event). Resume enters through
+`load_approval` and `consume_approval` instead (seed 001 "Resumption", DESIGN §12).
 """
 
 from __future__ import annotations
 
-from capgate.v1 import gateway_pb2, types_pb2
-from gateway.approvals.convert import to_proto
 from gateway.approvals.records import ApprovalRecord, Status
-from gateway.audit.events import build, stances
 from gateway.call import Call, Runtime
 from gateway.canonical import input_hash
-from gateway.errors import CapabilityError, Code, Event
-from gateway.stages import SUSPEND
+from gateway.errors import CapabilityError, Code
+from gateway.stages import Suspended
 from gateway.stages.inline import decide_inline
 from gateway.telemetry import child_span, current_traceparent
 
@@ -47,7 +45,7 @@ def _requirement(call: Call) -> tuple[tuple[str, ...], tuple[str, ...], float, s
     return tuple(reasons), tuple(sorted(roles)), expires, message or _APPROVAL_MESSAGE
 
 
-async def approval_gate(call: Call, rt: Runtime) -> str | None:
+async def approval_gate(call: Call, rt: Runtime) -> Suspended | None:
     assert call.prepared is not None and call.actor is not None
     if call.approval is not None:
         return None  # Resume: the approval was consumed in consume_approval
@@ -96,24 +94,4 @@ async def approval_gate(call: Call, rt: Runtime) -> str | None:
         record = await store.create(record)
         span.set_attribute("capgate.approval_id", record.id)
     call.approval_id = record.id
-    rt.audit.emit(
-        build(
-            Event.APPROVAL_REQUESTED,
-            call,
-            now,
-            approval_id=record.id,
-            reasons=list(reasons),
-            expires_at=record.expires_at,
-            stances=stances(call),
-        )
-    )
-    result = gateway_pb2.ExecutionResult(
-        execution_id=call.execution_id,
-        capability_id=capability.id,
-        execution_state=types_pb2.EXECUTION_STATE_NOT_STARTED,
-        revision=call.snapshot.revision,
-    )
-    result.duration.FromNanoseconds(int((rt.monotonic() - call.started) * 1e9))
-    result.approval_required.approval.CopyFrom(to_proto(record, include_input=False, redactor=None))
-    call.result = result
-    return SUSPEND
+    return Suspended(record)

@@ -11,7 +11,7 @@ from gateway.call import Call, Runtime
 from gateway.canonical import input_hash
 from gateway.errors import CapabilityError, Code, Event
 from gateway.idempotency import LEASE_MARGIN_S, outcome_unknown_error
-from gateway.stages import SUSPEND
+from gateway.stages import Replayed
 
 
 def compute_deadline(call: Call, rt: Runtime) -> float:
@@ -28,7 +28,7 @@ def compute_deadline(call: Call, rt: Runtime) -> float:
     return deadline
 
 
-async def attach_controls(call: Call, rt: Runtime) -> str | None:
+async def attach_controls(call: Call, rt: Runtime) -> Replayed | None:
     assert call.prepared is not None and call.actor is not None
     store = rt.idempotency
     call.deadline = compute_deadline(call, rt)
@@ -50,9 +50,8 @@ async def attach_controls(call: Call, rt: Runtime) -> str | None:
             raise outcome_unknown_error()
         if claim.replay is not None:
             # Same key, same input, finished: hand back the recorded (redacted) envelope.
-            call.result = gateway_pb2.ExecutionResult.FromString(claim.replay)
-            call.extra["idempotent_replay"] = True
-            return SUSPEND
+            stored = gateway_pb2.ExecutionResult.FromString(claim.replay)
+            return Replayed(stored, source="idempotency")
         call.idempotency_scope = scope
     if call.deadline <= rt.monotonic():
         raise CapabilityError(Code.TIMEOUT, reason="no time left before the upstream call")

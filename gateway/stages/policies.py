@@ -1,4 +1,5 @@
-"""Stages 7 and 9 — invocation- and execution-phase policies (SI-7, SI-8).
+"""Stages 7 and 9 — invocation- and execution-phase policies (SI-7, SI-8) — and, at stage 4,
+the input-free hide policies (ADR 0016).
 
 All applicable policies are evaluated (no short circuit) by `policy.PolicySet.evaluate_all`;
 deny > hide > require-approval > allow; an error or timeout fails closed as POLICY_FAILED.
@@ -77,6 +78,27 @@ def _applies(call: Call, phase: Phase) -> bool:
     )
 
 
+async def hide_before_validation(call: Call, rt: Runtime) -> None:
+    """Stage 4, after exposure (ADR 0016): when an input-free invocation policy with a `hide`
+    rule applies, the input-free invocation policies are evaluated before input validation and
+    a `hide` among them conceals the capability now — bad input then gets the not-found answer
+    of a missing capability, not INPUT_INVALID with schema paths (SI-8). Any other outcome
+    decides nothing here: stage 7 evaluates every policy as before."""
+    prepared = call.prepared
+    assert prepared is not None
+    policies = call.snapshot.policies
+    if not _applies(call, Phase.INVOCATION) or not policies.hides_without_input(
+        prepared.policy_value, prepared.capability.policies
+    ):
+        return
+    req = eval_request(call, rt, with_input=False)
+    ev = policies.evaluate_all(Phase.INVOCATION, req, input_free=True)
+    metrics.policy_duration.observe(ev.duration_s, (Phase.INVOCATION.value,))
+    if ev.decision is Decision.HIDE:
+        call.evaluation = ev  # the stances that decided, for the denied event
+        raise not_found("hidden")
+
+
 async def evaluate_invocation_policies(call: Call, rt: Runtime) -> None:
     if not _applies(call, Phase.INVOCATION):
         return  # nothing applies: the decision is allow, exposure being the default gate (SI-1)
@@ -107,8 +129,6 @@ async def evaluate_execution_policies(call: Call, rt: Runtime) -> None:
         }
     req = eval_request(call, rt, with_input=True, approval=approval)
     ev = _evaluate(call, Phase.EXECUTION, req)
-    if ev.stances:
-        call.extra["execution_stances"] = [s.policy for s in ev.stances]
-    if ev.decision in (Decision.DENY, Decision.HIDE):
-        call.evaluation = ev
-        _enforce(call, rt, ev, allow_approval=False)
+    # Kept beside, never over, the invocation phase's: the trail carries both (audit/events.py).
+    call.execution_evaluation = ev
+    _enforce(call, rt, ev, allow_approval=False)

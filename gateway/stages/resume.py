@@ -1,7 +1,8 @@
 """Stage 8 on Resume — load, verify and consume an approval (seed 001 "Resumption", §12).
 
 Order of checks: the record exists, belongs to this (issuer, id) and this surface (otherwise a
-concealed APPROVAL_NOT_FOUND); a finished execution hands back its stored envelope; the status
+concealed APPROVAL_NOT_FOUND, decided inside Redis before the record is read: `get_own`, SI-8);
+a finished execution hands back its stored envelope (`Replayed`); the status
 (pending, rejected, expired, consumed); the capability digest is unchanged; the stored input
 still hashes to the approved hash (SI-5). Stages 3-7 then re-run on the stored input, and
 `consume_approval` marks the record consumed atomically (SI-12) right before stage 9.
@@ -14,7 +15,7 @@ from gateway.audit.events import build
 from gateway.call import Call, Runtime
 from gateway.canonical import input_hash
 from gateway.errors import CapabilityError, Code, Event
-from gateway.stages import SUSPEND
+from gateway.stages import Replayed
 
 _STATUS_CODES = {
     "pending": Code.APPROVAL_PENDING,
@@ -28,25 +29,19 @@ def _not_found() -> CapabilityError:
     return CapabilityError(Code.APPROVAL_NOT_FOUND, reason="unknown or not the requester's")
 
 
-async def load_approval(call: Call, rt: Runtime) -> str | None:
+async def load_approval(call: Call, rt: Runtime) -> Replayed | None:
     store = rt.approvals
-    if store is None:
-        raise CapabilityError(Code.APPROVAL_NOT_FOUND, reason="no approval store")
-    record = await store.get(call.approval_id)
     actor = call.actor
-    if (
-        record is None
-        or actor is None
-        or record.requester.identity != actor.identity
-        or record.surface != call.surface
-    ):
+    if store is None or actor is None:
+        raise CapabilityError(Code.APPROVAL_NOT_FOUND, reason="no approval store")
+    record = await store.get_own(call.approval_id, requester=actor, surface=call.surface)
+    if record is None:
         raise _not_found()
     call.capability_id = record.capability_id
     if record.status == "executed" and record.outcome_envelope:
         # A repeated Resume by the requester returns the stored envelope (§12).
         stored = gateway_pb2.ExecutionResult.FromString(record.outcome_envelope)
-        call.result = stored
-        return SUSPEND
+        return Replayed(stored, source="approval")
     if record.status == "consumed":
         # Consumed but never finished: the effect is unknown and is never re-run (§12).
         call.state = types_pb2.EXECUTION_STATE_UNKNOWN

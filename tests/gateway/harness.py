@@ -154,16 +154,31 @@ class Env:
             await audit.flush()  # type: ignore[attr-defined]
             await asyncio.sleep(0.01)
             events = [e for e in self.audit.events if e.get("execution_id") == execution_id]
-            terminal = {
-                "capability.completed",
-                "capability.failed",
-                "capability.cancelled",
-                "capability.denied",
-                "capability.approval_requested",
-            }
-            if events and events[-1]["event"] in terminal:
+            if events and terminal_events(events[-1:]):
                 return events
         return [e for e in self.audit.events if e.get("execution_id") == execution_id]
+
+
+TERMINAL = frozenset(
+    {
+        "capability.completed",
+        "capability.failed",
+        "capability.cancelled",
+        "capability.denied",
+        "capability.approval_requested",
+    }
+)
+
+
+def terminal_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events that end an execution: completed, failed, cancelled, denied, or a suspension
+    for approval (`approval_requested`; an inline approval's is not one, the call goes on)."""
+    return [
+        e
+        for e in events
+        if e["event"] in TERMINAL
+        and not (e["event"] == "capability.approval_requested" and e.get("inline"))
+    ]
 
 
 def subset(expected: Any, actual: Any) -> bool:

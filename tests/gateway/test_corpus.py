@@ -14,7 +14,7 @@ from capgate.v1 import gateway_pb2, types_pb2
 from gateway import pipeline
 from gateway.call import Call
 from gateway.model import Actor
-from tests.gateway.harness import ACTORS, Env, subset
+from tests.gateway.harness import ACTORS, Env, subset, terminal_events
 
 pytestmark = pytest.mark.integration
 
@@ -106,3 +106,23 @@ async def test_corpus_case(env: Env, case: dict[str, Any], mode: str) -> None:
     for event in events:
         blob = orjson.dumps(event)
         assert b"SENTINEL" not in blob and b"o-1001" not in blob  # never payloads (SI-10)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+async def test_every_requested_execution_ends_in_exactly_one_terminal_event(
+    env: Env, case: dict[str, Any]
+) -> None:
+    """The invariant over the whole corpus (issue 14 item 3): each `capability.requested` has
+    exactly one terminal event, the last of its execution, carrying the stances."""
+    mark = len(env.audit.events)
+    await _run(env, case, "grpc")
+    await env.gw.runtime.audit.flush()  # type: ignore[attr-defined]
+    new = env.audit.events[mark:]
+    ids = [e["execution_id"] for e in new if e["event"] == "capability.requested"]
+    assert ids, case["name"]
+    for execution_id in ids:
+        events = await env.events_for(execution_id)
+        assert [e["event"] for e in events].count("capability.requested") == 1
+        ends = terminal_events(events)
+        assert len(ends) == 1 and ends[0] is events[-1], [e["event"] for e in events]
+        assert isinstance(ends[0]["stances"], list)

@@ -61,7 +61,7 @@ def test_load_policy_set_signature():
 
 def test_evaluate_all_signature():
     assert str(inspect.signature(PolicySet.evaluate_all)) == (
-        "(self, phase: 'Phase', req: 'EvalRequest') -> 'Evaluation'"
+        "(self, phase: 'Phase', req: 'EvalRequest', *, input_free: 'bool' = False) -> 'Evaluation'"
     )
 
 

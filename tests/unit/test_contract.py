@@ -97,12 +97,14 @@ def test_unexpected_errors_reach_callers_only_as_the_generic_message() -> None:
 
 def test_invocation_stage_order_is_seed_001() -> None:
     numbers = [s.number for s in pipeline.INVOKE]
-    assert numbers == list(range(2, 14))
+    # Stage 4 has two rows: exposure, then the input-free hide policies (ADR 0016).
+    assert numbers == [2, 3, 4, 4, *range(5, 14)]
     names = [s.name for s in pipeline.INVOKE]
     assert names == [
         "execution-identity",
         "resolve",
         "exposure",
+        "input-free-hide",
         "input-validation",
         "actor-check",
         "invocation-policies",
