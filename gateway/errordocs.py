@@ -36,6 +36,36 @@ def render() -> str:
         "otherwise it is the generic message above and the cause stays in the logs (SI-9).",
         "A concealed denial (unexposed or hidden capability) is exactly the `CAPABILITY_NOT_FOUND`",
         "answer, without a duration (SI-8); the audit event keeps the true reason.",
+        "`UNAUTHENTICATED` in an envelope means the listener accepted the caller but the call",
+        "has no usable actor: none well formed (stage 6), an anonymous actor reaching an approval",
+        "gate, or an upstream that answered the gateway with gRPC UNAUTHENTICATED",
+        "(`execution_state` COMPLETED: the upstream answered). A caller's bad credentials never",
+        "get that far: they are a gRPC status, below.",
+        "",
+        "## gRPC statuses: calls refused before the pipeline",
+        "",
+        "These are transport answers, not envelopes: no execution id, no terminal audit event, and",
+        "nothing ran. Client libraries raise them as errors (the Python client's `CapgateError`",
+        "with `grpc_status` set).",
+        "",
+        "| status | where | when |",
+        "|---|---|---|",
+        "| `UNAUTHENTICATED` | every gRPC listener | the listener refused the credentials: a "
+        "missing, malformed, expired or wrongly signed bearer JWT, a wrong issuer or audience, an "
+        "mTLS peer it does not accept, or a trusted-local call naming no actor where anonymous "
+        "callers are not allowed; the status detail says which (e.g. `token expired`), never the "
+        "token. Over MCP the same refusal is HTTP 401 with "
+        "`WWW-Authenticate`. |",
+        "| `INVALID_ARGUMENT` | `ApprovalAdmin`, `PolicyAdmin` | a malformed request: an unknown "
+        "approval status, a negative page size, an invalid page token, a missing approval id or "
+        "verdict, an `on_behalf_of` human without id and issuer. |",
+        "| `OUT_OF_RANGE` | `ApprovalAdmin.WatchApprovals` | the event to resume after was trimmed "
+        "from the stream: list approvals again, then watch from the new position. |",
+        "| `UNAVAILABLE` | `ApprovalAdmin.WatchApprovals` | the approval store went away while "
+        "streaming: reconnect. |",
+        "| `DEADLINE_EXCEEDED`, `CANCELLED` | every RPC | the caller's own deadline or "
+        "cancellation, raised by the caller's own gRPC library (a capability's `timeout` is the "
+        "`TIMEOUT` envelope above). |",
         "",
     ]
     return "\n".join(lines)
