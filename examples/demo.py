@@ -108,9 +108,12 @@ class Demo:
             self.failures.append(title)
 
 
-ALICE = ("alice", ["agent"])
+# Refunds and cancellations are for support staff (support-staff-only, which orders.refund and
+# orders.cancel list in examples/config/gateway.yaml); dave is an agent without that role.
+ALICE = ("alice", ["agent", "support"])
 BOB = ("bob", ["manager", "approver"])
-CAROL = ("carol", ["manager", "approver", "agent"])
+CAROL = ("carol", ["manager", "approver", "agent", "support"])
+DAVE = ("dave", ["agent"])
 
 
 async def script(demo: Demo) -> None:
@@ -127,6 +130,12 @@ async def script(demo: Demo) -> None:
         "a small refund completes, card and email redacted",
         await demo.invoke(ALICE, "orders.refund", {"order_id": "o-1001", "amount": 25}),
         "completed",
+    )
+    demo.expect(
+        "a refund by someone without the support role is denied by policy",
+        await demo.invoke(DAVE, "orders.refund", {"order_id": "o-1001", "amount": 25}),
+        "failed",
+        "POLICY_DENIED",
     )
     demo.expect(
         "a huge refund is denied by policy",
@@ -238,7 +247,7 @@ def mcp_post(
 
 
 async def mcp_script(demo: Demo, url: str) -> None:
-    token = demo.token("alice", ["agent"], audience=url)
+    token = demo.token(*ALICE, audience=url)
 
     async def rpc(
         method: str, params: dict[str, Any], session: str | None = None
@@ -427,9 +436,9 @@ async def main() -> int:
             print(f"  MCP (Streamable HTTP): {mcp_url}")
             print(
                 f"  MCP credential (alice, Authorization: Bearer): "
-                f"{demo.token('alice', ['agent'], mcp_url, 3600)}"
+                f"{demo.token(*ALICE, mcp_url, 3600)}"
             )
-            print(f"  caller credential (alice): {demo.token('alice', ['agent'], lifetime=3600)}")
+            print(f"  caller credential (alice): {demo.token(*ALICE, lifetime=3600)}")
             print(
                 "  approver credential (bob, admin listener): "
                 f"{demo.token('bob', ['manager', 'approver'], 'capgate-admin', 3600)}"

@@ -12,7 +12,7 @@ from gateway.cliargs import redact, run_entry
 # Each group is a module exposing `main(argv) -> int`; imported lazily so that
 # `capgate policy ...` never pays for the gateway's gRPC imports.
 _GROUPS: dict[str, tuple[str, str]] = {
-    "policy": ("policy.cli", "author tools: check, test, explain CEL policies"),
+    "policy": ("gateway.policytool", "author tools: check, test, explain CEL policies"),
     "serve": ("gateway.serve", "run the gateway"),
     "config": ("gateway.config.cli", "check a gateway config"),
     "approvals": ("gateway.approvals.cli", "list, show, approve, reject, watch approvals"),

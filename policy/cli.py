@@ -1,7 +1,10 @@
 """`capgate policy check|test|explain`: the policy author's tools.
 
 Exit codes: 0 clean, 1 problems found (load errors, failing cases), 2 bad usage or
-unreadable inputs. `gateway.cli` routes `capgate policy ...` here.
+unreadable inputs. `gateway.cli` routes `capgate policy ...` here, through
+`gateway.policytool`, which passes a registry loader that also types `input` from the
+protobuf request messages of capabilities without an `input_schema` (this package never
+imports the gateway; on its own, those capabilities' `input` is `dyn`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from policy.suites import run_suites
 __all__ = ["main"]
 
 _USAGE_ERROR = 2
+
+RegistryLoader = Callable[[Path], dict[str, dict[str, Any]]]
+"""Config path → capability registry; raises ValueError for a config it cannot read."""
 
 
 class _UsageError(Exception):
@@ -55,7 +61,12 @@ def _parser() -> argparse.ArgumentParser:
     test.add_argument(
         "--format", choices=["text", "json"], default="text", help="report as text or JSON"
     )
-    test.add_argument("--config", type=Path, help="gateway config: type `input` per capability")
+    test.add_argument(
+        "--config",
+        type=Path,
+        help="gateway config: type `input` per capability, and run the suites against its "
+        "capabilities (a case's capability must be in it and agree with it)",
+    )
     explain = command("explain", "evaluate one request and show every stance")
     explain.add_argument("--request", type=Path, required=True, help="request JSON file")
     explain.add_argument(
@@ -65,12 +76,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str]) -> int:
-    """Run one sub-command; returns the process exit code."""
+def main(argv: Sequence[str], *, registry_loader: RegistryLoader = registry_from_config) -> int:
+    """Run one sub-command; returns the process exit code. `registry_loader` reads the
+    capability registry of `--config`."""
     try:
         args = _parser().parse_args(list(argv))
     except SystemExit as exc:  # argparse exits on --help and on usage errors
         return exc.code if isinstance(exc.code, int) else _USAGE_ERROR
+    args.registry_loader = registry_loader
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {
         "check": _check,
         "test": _test,
@@ -90,7 +103,8 @@ def _registry(args: argparse.Namespace) -> dict[str, dict[str, Any]] | None:
     if args.config is None:
         return None
     try:
-        return registry_from_config(args.config)
+        loaded: dict[str, dict[str, Any]] = args.registry_loader(args.config)
+        return loaded
     except ValueError as exc:
         raise _UsageError(f"--config: {exc}") from None
 
@@ -115,8 +129,11 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _test(args: argparse.Namespace) -> int:
-    policy_set = _load(args)
-    report = run_suites(args.directory, policy_set)
+    registry = _registry(args)
+    if not args.directory.is_dir():
+        raise _UsageError(f"{args.directory}: not a directory")
+    policy_set = load_policy_set(args.directory, registry=registry, backend=args.backend)
+    report = run_suites(args.directory, policy_set, registry)
     if not report.results and not report.errors:
         raise _UsageError(f"{args.directory}: no *_test.yaml suites found")
     if args.junit is not None:
@@ -139,8 +156,10 @@ def _explain(args: argparse.Namespace) -> int:
     registry = _registry(args)
     if registry and request.capability.get("id") in registry:
         known = registry[request.capability["id"]]
-        details = {k: v for k, v in known.items() if k != "input_schema"}
+        details = {k: v for k, v in known.items() if k not in {"input_schema", "policies"}}
         request = replace(request, capability={**details, **request.capability})
+        if not request.capability_policies:  # the ones the config lists for it
+            request = replace(request, capability_policies=tuple(known.get("policies", ())))
     policy_set = load_policy_set(args.directory, registry=registry, backend=args.backend)
     evaluation = policy_set.evaluate_all(phase, request)
     if args.format == "json":

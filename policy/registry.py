@@ -1,12 +1,13 @@
 """The capability registry as the policy engine sees it, read from a gateway config.
 
-Only the `capabilities:` list is read (`id`, `tags`, `side_effect`, `risk`,
-`input_schema`); every other key of the config belongs to the gateway and is ignored.
+The `capabilities:` list is read (`id`, `tags`, `side_effect`, `risk`, `policies`,
+`input_schema`), and `upstreams:` only to hand a capability's upstream to `derive_input`;
+every other key of the config belongs to the gateway and is ignored.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,18 +15,28 @@ import yaml
 
 from policy.files import read_sources
 
-__all__ = ["registry_from_config"]
+__all__ = ["InputDeriver", "registry_from_config"]
 
-_KEYS = ("tags", "side_effect", "risk", "input_schema")
+_KEYS = ("tags", "side_effect", "risk", "policies", "input_schema")
+
+InputDeriver = Callable[[Mapping[str, Any], Mapping[str, Any], Path], Mapping[str, Any] | None]
+"""(capability, its upstream's config or {}, the config's directory) → the input schema of a
+capability that gives none (the gateway derives it from the protobuf request message), or None
+when it cannot be known here (then `input` stays `dyn` for it)."""
 
 
-def registry_from_config(path: Path) -> dict[str, dict[str, Any]]:
-    """Capability id → `{tags, side_effect, risk, input_schema?}` from a config file or dir.
+def registry_from_config(
+    path: Path, *, derive_input: InputDeriver | None = None
+) -> dict[str, dict[str, Any]]:
+    """Capability id → `{tags, side_effect, risk, policies, input_schema?}` from a config
+    file or dir.
 
     Raises ValueError when the config cannot be read or its capabilities are malformed.
     """
     sources = read_sources(path) if path.is_dir() else read_sources([path])
-    registry: dict[str, dict[str, Any]] = {}
+    base = path if path.is_dir() else path.parent
+    entries: list[Mapping[str, Any]] = []
+    upstreams: dict[str, Any] = {}
     for source in sources:
         if source.data is None:
             raise ValueError(f"{source.label}: cannot read: {source.error}")
@@ -34,16 +45,37 @@ def registry_from_config(path: Path) -> dict[str, dict[str, Any]]:
         except yaml.YAMLError as exc:
             raise ValueError(f"{source.label}: invalid YAML: {exc}") from None
         for document in documents:
-            capabilities = document.get("capabilities", []) if isinstance(document, Mapping) else []
-            if not isinstance(capabilities, list):
-                raise ValueError(f"{source.label}: capabilities must be a list")
-            for entry in capabilities:
-                if not isinstance(entry, Mapping) or not isinstance(entry.get("id"), str):
-                    raise ValueError(f"{source.label}: every capability needs a string id")
-                schema = entry.get("input_schema")
-                if schema is not None and not isinstance(schema, Mapping):
-                    raise ValueError(
-                        f"{source.label}: {entry['id']}: input_schema must be an object"
-                    )
-                registry[entry["id"]] = {k: entry[k] for k in _KEYS if entry.get(k) is not None}
+            if not isinstance(document, Mapping):
+                continue
+            found = document.get("upstreams")
+            if isinstance(found, Mapping):
+                upstreams.update(found)
+            entries += _capabilities(document, source.label)
+    registry: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        known = {k: entry[k] for k in _KEYS if entry.get(k) is not None}
+        if "input_schema" not in known and derive_input is not None:
+            upstream = upstreams.get(str(entry.get("upstream")))
+            schema = derive_input(entry, upstream if isinstance(upstream, Mapping) else {}, base)
+            if schema is not None:
+                known["input_schema"] = dict(schema)
+        registry[entry["id"]] = known
     return registry
+
+
+def _capabilities(document: Mapping[str, Any], label: str) -> list[Mapping[str, Any]]:
+    capabilities = document.get("capabilities", [])
+    if not isinstance(capabilities, list):
+        raise ValueError(f"{label}: capabilities must be a list")
+    for entry in capabilities:
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("id"), str):
+            raise ValueError(f"{label}: every capability needs a string id")
+        schema = entry.get("input_schema")
+        if schema is not None and not isinstance(schema, Mapping):
+            raise ValueError(f"{label}: {entry['id']}: input_schema must be an object")
+        policies = entry.get("policies")
+        if policies is not None and not (
+            isinstance(policies, list) and all(isinstance(p, str) for p in policies)
+        ):
+            raise ValueError(f"{label}: {entry['id']}: policies must be a list of names")
+    return capabilities

@@ -4,6 +4,13 @@ A suite runs against the policy set of the directory it sits in. Each case names
 fixtures (or gives inline values), a phase and a fixed `now`, and states the expected
 stance per policy and/or the combined decision. The published schema is
 `policy/schema/policy-test.schema.json`.
+
+With a registry (`capgate policy test DIR --config FILE`), suites are run against the
+capabilities the config defines: every capability a case names must be one of them, the
+fields it states (`tags`, `side_effect`, `risk`, `policies`) must agree with the config, and
+the fields it leaves out come from the config. So a suite cannot pass because its fixture
+lists a policy the deployed capability does not (a case's own `capability_policies` stays an
+explicit what-if).
 """
 
 from __future__ import annotations
@@ -63,8 +70,15 @@ def stance_label(stance: Stance | None) -> str:
     return "error" if stance.error is not None else stance.effect.label
 
 
-def run_suites(directory: Path | Sequence[Path], policy_set: PolicySet) -> SuiteReport:
-    """Run every `*_test.yaml` under `directory` against `policy_set`."""
+Registry = Mapping[str, Mapping[str, Any]]
+_AGREE = ("tags", "side_effect", "risk", "policies")
+
+
+def run_suites(
+    directory: Path | Sequence[Path], policy_set: PolicySet, registry: Registry | None = None
+) -> SuiteReport:
+    """Run every `*_test.yaml` under `directory` against `policy_set` (and, when given, the
+    capability `registry` of a gateway config: see the module docstring)."""
     report = SuiteReport(rules=policy_set.rule_sites())
     hit: set[tuple[str, int]] = set()
     for source in read_sources(directory, tests=True):
@@ -79,7 +93,7 @@ def run_suites(directory: Path | Sequence[Path], policy_set: PolicySet) -> Suite
             found = schema_issues(doc, source.label, _SUITE_SCHEMA)
             report.errors += found
             if not found:
-                report.results += _run_suite(doc, source.label, policy_set, report.errors)
+                report.results += _run_suite(doc, source.label, policy_set, report.errors, registry)
     for result in report.results:
         for stance in result.evaluation.stances if result.evaluation else ():
             if stance.rule is not None and stance.error is None:
@@ -89,7 +103,11 @@ def run_suites(directory: Path | Sequence[Path], policy_set: PolicySet) -> Suite
 
 
 def _run_suite(
-    doc: Located, path: str, policy_set: PolicySet, errors: list[LoadIssue]
+    doc: Located,
+    path: str,
+    policy_set: PolicySet,
+    errors: list[LoadIssue],
+    registry: Registry | None,
 ) -> list[CaseResult]:
     suite = doc.value
     name = suite.get("name") or Path(path).stem
@@ -98,7 +116,7 @@ def _run_suite(
     for index, case in enumerate(suite["tests"]):
         line, column = doc.position(("tests", index))
         try:
-            request = _request(case, suite, fixtures, set(policy_set.policy_names))
+            request = _request(case, suite, fixtures, set(policy_set.policy_names), registry)
             phase, eval_request = request_from_data(request)
         except ValueError as exc:
             errors.append(LoadIssue(path, line, column, case["name"], None, str(exc)))
@@ -113,12 +131,18 @@ def _run_suite(
 
 
 def _request(
-    case: Mapping[str, Any], suite: Mapping[str, Any], fixtures: Mapping[str, Any], names: set[str]
+    case: Mapping[str, Any],
+    suite: Mapping[str, Any],
+    fixtures: Mapping[str, Any],
+    names: set[str],
+    registry: Registry | None,
 ) -> dict[str, Any]:
     unknown = sorted(set(case.get("expected", {})) - names)
     if unknown:
         raise ValueError(f"expected names unknown policies: {', '.join(unknown)}")
     capability = dict(_fixture(fixtures, "capabilities", case["capability"]))
+    if registry is not None:
+        capability = _as_configured(capability, registry)
     listed = capability.pop("policies", [])
     request = {
         "phase": case.get("phase", "invocation"),
@@ -139,6 +163,34 @@ def _request(
     if case.get("approval") is not None:
         request["approval"] = _fixture(fixtures, "approvals", case["approval"])
     return request
+
+
+def _as_configured(capability: dict[str, Any], registry: Registry) -> dict[str, Any]:
+    """The capability as the config defines it; ValueError where the suite disagrees."""
+    cap_id = capability.get("id")
+    configured = registry.get(cap_id) if isinstance(cap_id, str) else None
+    if configured is None:
+        raise ValueError(f"capability {cap_id!r} is not in the config")
+    merged = dict(capability)
+    for key in _AGREE:
+        config_value = configured.get(key, [] if key in {"tags", "policies"} else None)
+        if key not in capability:
+            if config_value is not None:
+                merged[key] = config_value
+            continue
+        if _normal(key, capability[key]) != _normal(key, config_value):
+            raise ValueError(
+                f"capability {cap_id}: the suite gives {key} {capability[key]!r}, "
+                f"the config {config_value!r}"
+            )
+    return merged
+
+
+def _normal(key: str, value: Any) -> Any:
+    """Tags compare as sets; listed policies in order (the order they run in)."""
+    if key == "tags" and isinstance(value, list):
+        return sorted(value)
+    return value
 
 
 def _fixture(fixtures: Mapping[str, Any], kind: str, ref: Any) -> Any:

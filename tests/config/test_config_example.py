@@ -62,3 +62,74 @@ def test_the_example_needs_its_variables(demo_env):
         "environment variable CAPGATE_ORDERS_ADDR is not set"
     }
     assert len(info.value.problems) == 2  # both upstreams
+
+
+def test_the_example_lists_the_capability_scoped_policy_its_policies_describe(demo_env):
+    """examples/policies/20-refunds.yaml says support-staff-only is listed by orders.refund and
+    orders.cancel: the example config does list it there (and only there)."""
+    settings = load_settings(EXAMPLE, environ=demo_env)
+    listed = {c.id: c.policies for c in settings.capabilities if c.policies}
+    assert listed == {
+        "orders.refund": ("support-staff-only",),
+        "orders.cancel": ("support-staff-only",),
+    }
+
+
+async def test_the_example_config_denies_a_refund_by_a_non_support_actor(demo_env, tmp_path):
+    """What `make demo` shows, through the real gateway built from the example config itself
+    (its policies, its descriptor set, the real example upstream): a refund by an agent
+    without the support role is denied by support-staff-only; with the role it completes."""
+    import dataclasses  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    import grpc  # noqa: PLC0415
+    import jwt  # noqa: PLC0415
+    import orjson  # noqa: PLC0415
+
+    from capgate.v1 import gateway_pb2, gateway_pb2_grpc, types_pb2  # noqa: PLC0415
+    from examples.orders.server import serve as serve_orders  # noqa: PLC0415
+    from gateway.serve import start  # noqa: PLC0415
+
+    orders, port = await serve_orders("127.0.0.1:0")
+    environ = {**demo_env, "CAPGATE_ORDERS_ADDR": f"127.0.0.1:{port}"}
+    settings = load_settings(EXAMPLE, environ=environ)
+    agents = dataclasses.replace(settings.listeners[0], address="127.0.0.1:0")
+    # Only the agents listener, on a free port; approvals and idempotency need Redis, which
+    # these calls (a deny and a small refund) never reach.
+    settings = dataclasses.replace(
+        settings,
+        listeners=(agents,),
+        approvals=dataclasses.replace(settings.approvals, enabled=False),
+        idempotency=dataclasses.replace(settings.idempotency, enabled=False),
+        actor_token=dataclasses.replace(settings.actor_token, jwks_out=None),
+    )
+    gw = await start(settings)
+    try:
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{gw.ports()['agents']}")
+        stub = gateway_pb2_grpc.CapabilityGatewayStub(channel)
+
+        async def refund(roles: list[str]) -> gateway_pb2.ExecutionResult:
+            now = int(time.time())
+            claims = {"sub": "dave", "kind": "user", "roles": roles, "iss": "demo-idp"}
+            claims |= {"aud": "capgate", "iat": now, "exp": now + 300}
+            secret = demo_env["CAPGATE_DEMO_JWT_SECRET"]
+            bearer = jwt.encode(claims, secret, algorithm="HS256", headers={"kid": "demo"})
+            return await stub.Invoke(
+                gateway_pb2.InvokeRequest(
+                    capability_id="orders.refund",
+                    input_json=orjson.dumps({"order_id": "o-1001", "amount": 25}),
+                ),
+                metadata=[("authorization", f"Bearer {bearer}")],
+                timeout=10,
+            )
+
+        denied = await refund(["agent"])
+        assert denied.WhichOneof("outcome") == "failed"
+        assert denied.failed.code == types_pb2.ERROR_CODE_POLICY_DENIED
+        assert denied.failed.message == "Only support staff can refund or cancel orders."
+        allowed = await refund(["agent", "support"])
+        assert allowed.WhichOneof("outcome") == "completed"
+        await channel.close()
+    finally:
+        await gw.stop(0.1)
+        await orders.stop(0)
