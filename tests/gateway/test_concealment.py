@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -16,6 +17,7 @@ import redis.asyncio as aioredis
 
 from capgate.v1 import gateway_pb2, types_pb2
 from gateway.redis_server import RedisProcess
+from tests.fuzz.cases import HOSTILE_BODIES, random_body_case
 from tests.gateway.harness import Env
 from tests.gateway.test_approval_flow import decide, request_approval
 
@@ -169,3 +171,18 @@ async def test_bad_input_to_a_hidden_capability_answers_as_for_a_missing_one(
     if raw != b"{":
         admin = await env.invoke("admin.orders.purge", raw=raw, actor="root")
         assert admin.failed.code == types_pb2.ERROR_CODE_INPUT_INVALID, admin
+
+
+async def test_no_body_tells_a_hidden_capability_from_a_missing_one(env: Env) -> None:
+    """The family: every hostile body of the fuzz suite and 60 seeded random ones (valid or
+    not), sent to the hidden capability and to an unknown one, get the same answer."""
+    rng = random.Random(int(os.environ.get("FUZZ_SEED", "14")))
+    bodies = {**HOSTILE_BODIES}
+    bodies.update({f"random-{i}": random_body_case(rng, i).body for i in range(60)})
+    differ = []
+    for name, body in bodies.items():
+        hidden = await env.invoke("admin.orders.purge", raw=body)
+        missing = await env.invoke("admin.orders.nonexistent", raw=body)
+        if _without_ids(hidden) != _without_ids(missing):
+            differ.append((name, hidden.WhichOneof("outcome"), hidden.failed.code))
+    assert not differ, differ

@@ -114,6 +114,7 @@ async def test_every_requested_execution_ends_in_exactly_one_terminal_event(
 ) -> None:
     """The invariant over the whole corpus (issue 14 item 3): each `capability.requested` has
     exactly one terminal event, the last of its execution, carrying the stances."""
+    await env.gw.runtime.audit.flush()  # type: ignore[attr-defined]
     mark = len(env.audit.events)
     await _run(env, case, "grpc")
     await env.gw.runtime.audit.flush()  # type: ignore[attr-defined]

@@ -68,6 +68,12 @@ async def trail(orders_upstream: str, redis_server: RedisProcess) -> AsyncIterat
     await gw.stop(0.2)
 
 
+async def _mark(env: Env) -> int:
+    """The trail's length once every event emitted so far has been written."""
+    await env.gw.runtime.audit.flush()  # type: ignore[attr-defined]
+    return len(env.audit.events)
+
+
 async def _executions_since(env: Env, mark: int) -> dict[str, list[dict[str, Any]]]:
     """Events of every execution whose `capability.requested` came after event `mark`."""
     await env.gw.runtime.audit.flush()  # type: ignore[attr-defined]
@@ -125,7 +131,7 @@ async def test_an_idempotent_replay_ends_in_one_terminal_event_marked_as_replay(
 ) -> None:
     first = await trail.invoke("orders.get", {"order_id": "o-1001"}, idempotency_key="term-k1")
     assert first.WhichOneof("outcome") == "completed", first
-    mark = len(trail.audit.events)
+    mark = await _mark(trail)
     again = await trail.invoke("orders.get", {"order_id": "o-1001"}, idempotency_key="term-k1")
     assert again == first  # the recorded envelope, as recorded
     runs = await _executions_since(trail, mark)
@@ -162,7 +168,7 @@ async def test_a_repeated_resume_ends_in_one_terminal_event_marked_as_replay(tra
     assert resumed.WhichOneof("outcome") == "completed", resumed
     done = _one_terminal(await trail.events_for(resumed.execution_id))
     assert done["event"] == "capability.completed" and "replayed" not in done
-    mark = len(trail.audit.events)
+    mark = await _mark(trail)
     repeated = await trail.resume(approval.id)
     assert repeated == resumed
     runs = await _executions_since(trail, mark)
@@ -190,3 +196,23 @@ async def test_an_unexpected_failure_after_the_upstream_answered_says_it_execute
     assert end["event"] == "capability.failed"
     assert end["executed_before_failure"] is True
     assert end["execution_state"] == "COMPLETED"
+
+
+async def test_a_replayed_failure_ends_in_its_codes_event_marked_as_replay(trail: Env) -> None:
+    first = await trail.invoke(
+        "orders.get", {"order_id": "fail-INTERNAL"}, idempotency_key="term-fail-1"
+    )
+    assert first.failed.code == types_pb2.ERROR_CODE_EXECUTION_FAILED, first
+    original = _one_terminal(await trail.events_for(first.execution_id))
+    assert original["event"] == "capability.failed" and "replayed" not in original
+    mark = await _mark(trail)
+    again = await trail.invoke(
+        "orders.get", {"order_id": "fail-INTERNAL"}, idempotency_key="term-fail-1"
+    )
+    assert again == first
+    [(_, events)] = (await _executions_since(trail, mark)).items()
+    end = _one_terminal(events)
+    assert end["event"] == "capability.failed"
+    assert (end["code"], end["stage"]) == ("EXECUTION_FAILED", first.failed.stage)
+    assert end["replayed"] is True and end["replay_of"] == first.execution_id
+    assert end["execution_state"] == original["execution_state"]
