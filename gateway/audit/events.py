@@ -229,9 +229,14 @@ def replay_event(
     name: str = Event.COMPLETED
     if kind in ("failed", "cancelled"):
         error = stored.failed if kind == "failed" else stored.cancelled
-        code = Code(types_pb2.ErrorCode.Name(error.code).removeprefix("ERROR_CODE_"))
-        name = TABLE[code].event
-        fields.update(code=code.value, stage=error.stage)
+        try:
+            code = Code(types_pb2.ErrorCode.Name(error.code).removeprefix("ERROR_CODE_"))
+        except ValueError:  # stored by a build that knew a code this one does not
+            name = Event.CANCELLED if kind == "cancelled" else Event.FAILED
+            fields.update(code=f"ERROR_CODE_{error.code}", stage=error.stage[:MAX_TEXT])
+        else:
+            name = TABLE[code].event
+            fields.update(code=code.value, stage=error.stage[:MAX_TEXT])
         if error.executed_before_failure:
             fields["executed_before_failure"] = True
     elif kind != "completed":

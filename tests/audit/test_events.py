@@ -8,6 +8,7 @@ from typing import Any
 
 import grpc
 
+from capgate.v1 import gateway_pb2, types_pb2
 from gateway.approvals.records import ApprovalRecord
 from gateway.audit.events import (
     InputHasher,
@@ -16,6 +17,7 @@ from gateway.audit.events import (
     completion_fields,
     failure_fields,
     reason_of,
+    replay_event,
 )
 from gateway.call import Call
 from gateway.errors import TABLE, CapabilityError, Code, not_found
@@ -187,3 +189,35 @@ def test_an_approval_decision_names_approver_requester_and_inbox_but_no_input() 
     assert expired["event"] == "capability.approval_expired"
     assert "actor_id" not in expired
     assert approval_event("rejected", decided, 1.0, "r")["event"] == "capability.rejected"
+
+
+def test_a_replay_ends_in_the_stored_outcomes_event_marked_as_replay() -> None:
+    done = gateway_pb2.ExecutionResult(
+        execution_id="e0", execution_state=types_pb2.EXECUTION_STATE_COMPLETED
+    )
+    done.completed.output_json = '{"secret": "SENTINEL"}'
+    event = replay_event(call_with({"a": 1}), done, "idempotency", 0, 1.5)
+    assert event["event"] == "capability.completed" and event["execution_id"] == "e1"
+    assert (event["replayed"], event["replay_of"], event["replay_source"]) == (
+        True,
+        "e0",
+        "idempotency",
+    )
+    assert event["execution_state"] == "COMPLETED" and event["stances"] == []
+    assert "SENTINEL" not in str(event)  # never the stored output (SI-10)
+    timeout = gateway_pb2.ExecutionResult(
+        execution_id="e0", execution_state=types_pb2.EXECUTION_STATE_UNKNOWN
+    )
+    timeout.cancelled.code = types_pb2.ERROR_CODE_TIMEOUT
+    timeout.cancelled.stage = "execution"
+    event = replay_event(call_with(None), timeout, "approval", 0, 1.0)
+    assert (event["event"], event["code"], event["execution_state"]) == (
+        "capability.cancelled",
+        "TIMEOUT",
+        "UNKNOWN",
+    )
+    newer = gateway_pb2.ExecutionResult(execution_id="e0")
+    newer.failed.code = 9999  # a code of a newer build: still one terminal event
+    assert replay_event(call_with(None), newer, "idempotency", 0, 1.0)["event"] == (
+        "capability.failed"
+    )
