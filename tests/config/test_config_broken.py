@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -154,3 +155,54 @@ async def test_reflection_upstreams_are_resolved_only_when_asked() -> None:
     code, out, err = await _run(CAPGATE, "config", "check", str(case), timeout_s=SERVE_TIMEOUT_S)
     assert code == 0, (out, err)
     assert "methods not checked" in err and "inventory.get" in err
+
+
+async def test_resolve_reflection_checks_methods_against_a_live_upstream(tmp_path: Path) -> None:
+    """With --resolve-reflection the check asks the upstream (the real example server, by
+    server reflection), finds a misspelt method and types `input` from the reflected message,
+    exactly as serve does."""
+    from examples.orders.server import serve as serve_orders  # noqa: PLC0415
+
+    server, port = await serve_orders("127.0.0.1:0")
+    try:
+        shutil.copytree(BROKEN / "policies", tmp_path / "policies")
+        text = (BROKEN / "00-valid.yaml").read_text()
+        text = text.replace("address: 127.0.0.1:1", f"address: 127.0.0.1:{port}")
+        text = text.replace("    descriptor_set: ../../../examples/orders/orders.pb\n", "")
+        good = tmp_path / "good.yaml"
+        good.write_text(text)
+        code, out, err = await _run(
+            CAPGATE, "config", "check", "--resolve-reflection", str(good), timeout_s=60
+        )
+        assert code == 0, (out, err)
+        assert "methods not checked" not in err
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(text.replace("/orders.v1.Orders/GetOrder", "/orders.v1.Orders/GetOrdr"))
+        (bad_policies := tmp_path / "policies" / "typo").mkdir()
+        (bad_policies / "p.yaml").write_text(
+            (BROKEN / "policies" / "proto-input-field" / "p.yaml").read_text()
+        )
+        bad.write_text(
+            bad.read_text().replace("paths: [policies/ok]", "paths: [policies/ok, policies/typo]")
+        )
+        check, serve = await asyncio.gather(
+            _run(CAPGATE, "config", "check", "--resolve-reflection", str(bad), timeout_s=60),
+            _run(CAPGATE, "serve", "--config", str(bad), "--no-watch", timeout_s=60),
+        )
+        code, out, err = check
+        assert code == 1, (out, err)
+        assert out.splitlines() == [
+            f"{bad}:20: capabilities[0].method: upstream orders (capability orders.get): "
+            "service orders.v1.Orders has no method GetOrdr",
+        ], out
+        assert serve[0] == 2, serve
+        assert _serve_problems(serve[2]) == out.splitlines()
+        # The method fixed, the reflected GetOrderRequest types `input`: the typo is found.
+        bad.write_text(bad.read_text().replace("GetOrdr", "GetOrder"))
+        code, out, err = await _run(
+            CAPGATE, "config", "check", "--resolve-reflection", str(bad), timeout_s=60
+        )
+        assert code == 1, (out, err)
+        assert "input.order_idd" in out
+    finally:
+        await server.stop(0)

@@ -20,8 +20,10 @@ pytestmark = pytest.mark.integration
 def _copy(case: str, into: Path) -> Path:
     """A corpus case in a private directory (the reload edits it)."""
     shutil.copytree(BROKEN / "policies", into / "policies")
-    text = (BROKEN / case).read_text().replace(
-        "../../../examples/orders/orders.pb", str(ROOT / "examples/orders/orders.pb")
+    text = (
+        (BROKEN / case)
+        .read_text()
+        .replace("../../../examples/orders/orders.pb", str(ROOT / "examples/orders/orders.pb"))
     )
     path = into / "gateway.yaml"
     path.write_text(text)
