@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gateway import workers
+from gateway import grpclog, workers
 from gateway.approvals.store import RedisApprovalStore
 from gateway.audit.approvals import ApprovalAudit
 from gateway.audit.otlp import OtlpLogSink
@@ -197,6 +197,7 @@ class Gateway:
         )
         if answered:
             log.warning("drain: %d calls still running were answered as cancelled", answered)
+        grpclog.install().flush(log)  # how many undecodable requests went unlogged
         await cancel_all(self.tasks)
         audit = self.runtime.audit
         if isinstance(audit, AuditLog):

@@ -17,7 +17,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
-from gateway import reflection
+from gateway import grpclog, reflection
 from gateway.admin import PolicyAdminServicer
 from gateway.approvals.admin import ApprovalAdminServicer
 from gateway.approvals.convert import to_proto
@@ -168,6 +168,7 @@ async def start_listeners(
     reuse_port: bool = False,
 ) -> Servers:
     servers = Servers()
+    grpclog.install()  # before any call: undecodable requests log one short line, rate-limited
     for listener in listeners:
         item = build_listener(
             listener,
