@@ -244,6 +244,8 @@ async def start(
     `load_everything` built with `pool` (serve passes both: the snapshot is built, and every
     problem reported, before Redis starts or a port is bound); without it the snapshot is
     built here."""
+    if loaded is not None and pool is None:
+        raise TypeError("start(loaded=...) needs the pool its snapshot was built with")
     pool = pool if pool is not None else ChannelPool()
     if loaded is None or loaded.snapshot is None:
         try:

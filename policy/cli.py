@@ -22,7 +22,7 @@ from policy.engine import PolicySet
 from policy.errors import PolicyLoadError
 from policy.junit import write_junit
 from policy.loader import load_policy_set
-from policy.registry import registry_from_config
+from policy.registry import registry_from_config, unknown_listed_policies
 from policy.render import evaluation_json, evaluation_text, report_json, report_text
 from policy.requests import request_from_data
 from policy.suites import run_suites
@@ -103,16 +103,33 @@ def _registry(args: argparse.Namespace) -> dict[str, dict[str, Any]] | None:
     if args.config is None:
         return None
     try:
-        loaded: dict[str, dict[str, Any]] = args.registry_loader(args.config)
+        if getattr(args, "registry", None) is None:  # read once per command
+            args.registry = args.registry_loader(args.config)
+        loaded: dict[str, dict[str, Any]] = args.registry
         return loaded
     except ValueError as exc:
         raise _UsageError(f"--config: {exc}") from None
 
 
 def _load(args: argparse.Namespace) -> PolicySet:
+    """The policy set (typed by the `--config` registry), and with `--config` the names its
+    capabilities list must all be in it, as the gateway requires."""
     if not args.directory.is_dir():
         raise _UsageError(f"{args.directory}: not a directory")
-    return load_policy_set(args.directory, registry=_registry(args), backend=args.backend)
+    registry = _registry(args)
+    try:
+        policy_set = load_policy_set(args.directory, registry=registry, backend=args.backend)
+    except PolicyLoadError as exc:
+        if args.config is None:
+            raise
+        raise PolicyLoadError(
+            exc.errors + unknown_listed_policies(args.config, exc.names), exc.names
+        ) from None
+    if args.config is not None:
+        unknown = unknown_listed_policies(args.config, policy_set.policy_names)
+        if unknown:
+            raise PolicyLoadError(unknown, policy_set.policy_names)
+    return policy_set
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -129,11 +146,8 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _test(args: argparse.Namespace) -> int:
-    registry = _registry(args)
-    if not args.directory.is_dir():
-        raise _UsageError(f"{args.directory}: not a directory")
-    policy_set = load_policy_set(args.directory, registry=registry, backend=args.backend)
-    report = run_suites(args.directory, policy_set, registry)
+    policy_set = _load(args)
+    report = run_suites(args.directory, policy_set, _registry(args))
     if not report.results and not report.errors:
         raise _UsageError(f"{args.directory}: no *_test.yaml suites found")
     if args.junit is not None:

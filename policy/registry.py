@@ -7,15 +7,17 @@ every other key of the config belongs to the gateway and is ignored.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from policy.errors import LoadIssue
 from policy.files import read_sources
+from policy.yamlsource import parse_documents
 
-__all__ = ["InputDeriver", "registry_from_config"]
+__all__ = ["InputDeriver", "registry_from_config", "unknown_listed_policies"]
 
 _KEYS = ("tags", "side_effect", "risk", "policies", "input_schema")
 
@@ -79,3 +81,27 @@ def _capabilities(document: Mapping[str, Any], label: str) -> list[Mapping[str, 
         ):
             raise ValueError(f"{label}: {entry['id']}: policies must be a list of names")
     return capabilities
+
+
+def unknown_listed_policies(path: Path, known: Collection[str]) -> list[LoadIssue]:
+    """A located issue for every name in a config's `capabilities[].policies` that is not in
+    `known` (the gateway refuses such a config; `policy check --config` says so first)."""
+    sources = read_sources(path) if path.is_dir() else read_sources([path])
+    issues: list[LoadIssue] = []
+    for source in sources:
+        if source.data is None:
+            continue  # registry_from_config reports it
+        docs, _ = parse_documents(source.label, source.data.decode("utf-8", "replace"))
+        for doc in docs:
+            capabilities = doc.value.get("capabilities") if isinstance(doc.value, dict) else None
+            for i, entry in enumerate(capabilities if isinstance(capabilities, list) else ()):
+                listed = entry.get("policies") if isinstance(entry, dict) else None
+                for j, name in enumerate(listed if isinstance(listed, list) else ()):
+                    if isinstance(name, str) and name not in known:
+                        line, column = doc.position(("capabilities", i, "policies", j))
+                        message = (
+                            f"capabilities[{i}] ({entry.get('id')}) lists policy {name!r}, "
+                            "which no policy file defines"
+                        )
+                        issues.append(LoadIssue(source.label, line, column, None, None, message))
+    return issues

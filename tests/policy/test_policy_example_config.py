@@ -102,3 +102,23 @@ def test_policy_check_types_input_from_the_protobuf_request_message(tmp_path: Pa
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "input is dyn" not in run.stdout  # every example capability is typed
+
+
+def test_policy_check_reports_a_listed_policy_no_file_defines() -> None:
+    """Like `serve` and `config check`, `policy check --config` refuses a capability-scoped
+    policy name that the policy set lacks, at its file:line:column in the config."""
+    case = ROOT / "tests" / "config" / "broken" / "06-unknown-capability-policy.yaml"
+    policies = ROOT / "tests" / "config" / "broken" / "policies" / "ok"
+    run = subprocess.run(
+        [CAPGATE, "policy", "check", str(policies), "--config", str(case)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert run.stderr.splitlines() == [
+        "1 problem in the policy set",
+        f"{case}:33:30: capabilities[1] (orders.cancel) lists policy 'suport-only', which no "
+        "policy file defines",
+    ]
