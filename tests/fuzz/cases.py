@@ -110,6 +110,9 @@ HOSTILE_BODIES: dict[str, bytes] = {
     "unbalanced-deep": b"[" * 50_000,
     "giant-string-70k": b'{"order_id": "' + b"o" * 70_000 + b'", "amount": 1}',
     "over-max-bytes": b'{"order_id": "o-1001", "amount": 1, "reason": "' + b"r" * 300_000 + b'"}',
+    "over-listener-limit": b'{"order_id": "o-1001", "amount": 1, "reason": "'
+    + b"r" * 400_000
+    + b'"}',
     "wrong-type-amount-string": b'{"order_id": "o-1001", "amount": "5"}',
     "wrong-type-amount-bool": b'{"order_id": "o-1001", "amount": true}',
     "wrong-type-amount-null": b'{"order_id": "o-1001", "amount": null}',
@@ -137,6 +140,7 @@ SOUND_BODIES = frozenset(
         "deep-array-33",
         "giant-string-70k",
         "over-max-bytes",
+        "over-listener-limit",
         "wrong-type-amount-string",
         "wrong-type-amount-bool",
         "wrong-type-amount-null",

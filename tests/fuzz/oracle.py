@@ -144,11 +144,17 @@ def truth_violations(obs: Observation, *, replay: bool = False) -> list[str]:
     return problems
 
 
-def refusal_violations(obs: Observation, codes: frozenset[str]) -> list[str]:
-    """Refused with one of `codes`, NOT_STARTED, and the upstream counted nothing."""
+def refusal_violations(
+    obs: Observation, codes: frozenset[str], transport: Iterable[str] = ()
+) -> list[str]:
+    """Refused with one of `codes` (or one of the named transport statuses), NOT_STARTED, and
+    the upstream counted nothing."""
     problems: list[str] = []
+    allowed = frozenset().union(*(TRANSPORT[t] for t in transport))
     err = error_of(obs.result) if obs.result is not None else None
-    if err is None or code_name(err) not in codes:
+    if obs.result is None and obs.status in allowed:
+        pass
+    elif err is None or code_name(err) not in codes:
         problems.append(f"{obs.case}: expected a refusal in {sorted(codes)}, got {obs.outcome()}")
     elif obs.result is not None and obs.result.execution_state != NOT_STARTED:
         problems.append(f"{obs.case}: a refusal with execution_state other than NOT_STARTED")

@@ -4,17 +4,19 @@ Redis. Every case asserts the oracle of tests/fuzz/oracle.py: the server stays a
 reply is a documented envelope or transport status, invalid input reaches the upstream 0 times,
 no approval is consumed without an upstream attempt, and `execution_state` is truthful.
 
-Bounded by default: fixed cases plus FUZZ_CASES (default 250) generated from FUZZ_SEED (default
-14). `make fuzz` sets FUZZ_SECONDS: the generated mix then runs for that long, seed after seed.
+Bounded by default: fixed cases plus cases generated from FUZZ_SEED (default 14; FUZZ_CASES,
+default 250, generated bodies). With FUZZ_SECONDS each generating test keeps drawing new seeds
+(steps of 1000) for that many seconds; a failure names the seed of its case.
 Each test prints its tally (`pytest -s`): requests sent and their outcomes.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import grpc
@@ -31,7 +33,9 @@ from tests.fuzz.oracle import (
     NOT_FOUND_CODES,
     Observation,
     Tally,
+    code_name,
     envelope_violations,
+    error_of,
     refusal_violations,
     truth_violations,
 )
@@ -43,6 +47,20 @@ pytestmark = [pytest.mark.integration]
 SEED = int(os.environ.get("FUZZ_SEED", "14"))
 CASES = int(os.environ.get("FUZZ_CASES", "250"))
 SECONDS = float(os.environ.get("FUZZ_SECONDS", "0"))
+
+
+def seeds(offset: int) -> Iterator[int]:
+    """The seeds one generated test uses: FUZZ_SEED + offset once, or with FUZZ_SECONDS, one
+    seed after another (steps of 1000) until that many seconds have passed in this test."""
+    deadline = time.monotonic() + SECONDS
+    seed = SEED + offset
+    while True:
+        yield seed
+        seed += 1000
+        if time.monotonic() >= deadline:
+            return
+
+
 GET_OK = {"order_id": "o-1001"}
 REFUSED = INPUT_CODES  # what a malformed request field must be refused with
 
@@ -91,7 +109,7 @@ async def test_hostile_json_bodies_are_refused_before_anything_runs(env: Env) ->
             if fc.reference_invalid(body) or (
                 capability == "orders.refund" and name in fc.SCHEMA_INVALID
             ):
-                problems += refusal_violations(obs, INPUT_CODES)
+                problems += refusal_violations(obs, INPUT_CODES, transport=("size",))
             tally.add(obs, problems)
     await assert_alive(env)
     finish(tally)
@@ -99,10 +117,10 @@ async def test_hostile_json_bodies_are_refused_before_anything_runs(env: Env) ->
 
 async def test_generated_bodies_keep_the_oracle(env: Env) -> None:
     """Seeded random JSON (values and byte mutations). With FUZZ_SECONDS, seed after seed."""
-    tally = Tally(f"generated bodies (seed {SEED})")
-    deadline = time.monotonic() + SECONDS
-    seed = SEED
-    while True:
+    tally = Tally("generated bodies")
+    used = []
+    for seed in seeds(0):
+        used.append(seed)
         rng = random.Random(seed)
         for index in range(CASES):
             c = rng_case = fc.random_body_case(rng, index)
@@ -110,13 +128,43 @@ async def test_generated_bodies_keep_the_oracle(env: Env) -> None:
             obs = await observe(env, case, lambda c=rng_case: env.invoke(c.capability, raw=c.body))
             problems = check(obs, transport=("size",))
             if fc.reference_invalid(c.body):
-                problems += refusal_violations(obs, INPUT_CODES)
+                problems += refusal_violations(obs, INPUT_CODES, transport=("size",))
             tally.add(obs, problems)
             if index % 100 == 99:
                 await assert_alive(env)
-        seed += 1
-        if time.monotonic() >= deadline:
-            break
+    tally.name += f" (seeds {used[0]}..{used[-1]}, {len(used)} of them)"
+    await assert_alive(env)
+    finish(tally)
+
+
+async def test_check_never_reaches_the_upstream_and_agrees_with_invoke_on_refusals(
+    env: Env,
+) -> None:
+    """Check (a dry run of stages 3-7) on every hostile body: no upstream call, and a body
+    Invoke refuses at input validation is refused by Check with the same code."""
+    tally = Tally("Check on hostile bodies")
+    md = env.metadata("agents", "alice")
+    for name, body in fc.HOSTILE_BODIES.items():
+        case = f"Check orders.refund/{name}"
+        request = gateway_pb2.CheckRequest(capability_id="orders.refund", input_json=body)
+        before = await env.upstream_calls()
+        try:
+            reply = await env.gateway().Check(request, metadata=md, timeout=10)
+        except grpc.aio.AioRpcError as err:
+            reply, status = None, err.code()
+        delta = await env.upstream_calls() - before
+        invoked = await observe(env, case, lambda b=body: env.invoke("orders.refund", raw=b))
+        problems = [f"{case}: Check made {delta} upstream calls"] if delta else []
+        if reply is None:
+            if invoked.status != status:
+                problems.append(f"{case}: Check answered {status}, Invoke {invoked.outcome()}")
+            tally.add(Observation(case, status=status), problems)
+            continue
+        err = error_of(invoked.result) if invoked.result is not None else None
+        refused = code_name(err) if err is not None else ""
+        if refused in INPUT_CODES and code_name(reply.error) != refused:
+            problems.append(f"{case}: Check answered {code_name(reply.error)}, Invoke {refused}")
+        tally.add(invoked, problems)
     await assert_alive(env)
     finish(tally)
 
@@ -124,18 +172,20 @@ async def test_generated_bodies_keep_the_oracle(env: Env) -> None:
 # --- hostile request fields ----------------------------------------------------------------
 
 
-def field_values(seed: int) -> list[tuple[str, str]]:
-    """The named hostile strings, then 40 generated ones."""
-    rng = random.Random(seed)
-    named = list(fc.HOSTILE_TEXT.items())
-    return named + [(f"random-{i}", fc.random_text(rng)) for i in range(40)]
+def field_values(offset: int, count: int = 40) -> Iterator[tuple[str, str]]:
+    """The named hostile strings, then `count` generated ones per seed (`seeds(offset)`)."""
+    yield from fc.HOSTILE_TEXT.items()
+    for seed in seeds(offset):
+        rng = random.Random(seed)
+        for i in range(count):
+            yield f"seed={seed} random-{i}", fc.random_text(rng)
 
 
 async def test_hostile_capability_ids_are_not_found(env: Env) -> None:
     tally = Tally("hostile capability ids")
-    values = [*field_values(SEED), ("suffix-nul", "orders.get\x00"), ("case", "Orders.Get")]
-    values += [("dot-suffix", "orders.get."), ("space-suffix", "orders.get ")]
-    for name, value in values:
+    near = [("suffix-nul", "orders.get\x00"), ("case", "Orders.Get")]
+    near += [("dot-suffix", "orders.get."), ("space-suffix", "orders.get ")]
+    for name, value in itertools.chain(near, field_values(0)):
         obs = await observe(env, f"capability_id/{name}", lambda v=value: env.invoke(v, GET_OK))
         tally.add(obs, check(obs) + refusal_violations(obs, NOT_FOUND_CODES | INPUT_CODES))
     await assert_alive(env)
@@ -151,7 +201,7 @@ async def test_hostile_correlation_ids_are_refused_or_forwarded_verbatim(env: En
     """A correlation id the upstream cannot receive as sent is refused before anything runs;
     one that is accepted reaches the upstream exactly as the caller sent it."""
     tally = Tally("hostile correlation ids (Invoke)")
-    for name, value in field_values(SEED + 1):
+    for name, value in field_values(1):
         case = f"correlation_id/{name}"
         obs = await observe(
             env, case, lambda v=value: env.invoke("orders.get", GET_OK, correlation_id=v)
@@ -174,7 +224,7 @@ async def test_hostile_idempotency_keys_never_record_a_false_outcome(env: Env) -
     """Each key twice: a refused key is refused again (nothing stored, nothing ran); an
     accepted key runs once, reaches the upstream verbatim, and its repeat replays the envelope."""
     tally = Tally("hostile idempotency keys (twice each)")
-    for index, (name, value) in enumerate(field_values(SEED + 2)):
+    for index, (name, value) in enumerate(field_values(2)):
         if not value:
             continue
         key = f"{index}-{value}"  # unique per case: earlier runs never answer for this one
@@ -218,11 +268,8 @@ async def test_hostile_correlation_ids_on_resume_never_lose_an_approval(
     verbatim. An approval is never consumed without an upstream attempt."""
     tally = Tally("hostile correlation ids (Resume)")
     client = aioredis.Redis.from_url(redis_server.url)
-    named = [(n, v) for n, v in fc.HOSTILE_TEXT.items()]
-    rng = random.Random(SEED + 3)
-    values = named + [(f"random-{i}", fc.random_text(rng)) for i in range(10)]
     try:
-        for name, value in values:
+        for name, value in field_values(3, count=10):
             case = f"resume correlation_id/{name}"
             await env.reset_upstream()  # a fresh order book: o-1001 can take the refund
             approval = await request_approval(env, actor="carol")
@@ -262,7 +309,7 @@ async def test_hostile_correlation_ids_on_resume_never_lose_an_approval(
 
 async def test_hostile_approval_ids_are_not_found(env: Env) -> None:
     tally = Tally("hostile approval ids")
-    for name, value in [*field_values(SEED + 4), ("empty", "")]:
+    for name, value in itertools.chain([("empty", "")], field_values(4)):
         obs = await observe(env, f"approval_id/{name}", lambda v=value: env.resume(v))
         tally.add(obs, check(obs) + refusal_violations(obs, NOT_FOUND_CODES | INPUT_CODES))
         get = await observe(
@@ -294,17 +341,18 @@ async def test_hostile_request_metadata_maps_keep_the_oracle(env: Env) -> None:
     """`InvokeRequest.metadata` (visible to policies when allow-listed): hostile keys and
     values, the allow-listed key among them, many entries."""
     tally = Tally("hostile request metadata")
-    rng = random.Random(SEED + 5)
-    maps: list[tuple[str, dict[str, str]]] = [
-        (f"tenant/{n}", {"tenant": v}) for n, v in fc.HOSTILE_TEXT.items()
-    ]
-    maps += [(f"key/{n}", {v: "x"}) for n, v in fc.HOSTILE_TEXT.items()]
-    maps.append(("many-entries", {f"k{i}": "v" * 10 for i in range(5000)}))
-    maps += [
-        (f"random-{i}", {fc.random_text(rng)[:300]: fc.random_text(rng) for _ in range(3)})
-        for i in range(20)
-    ]
-    for name, md in maps:
+
+    def maps() -> Iterator[tuple[str, dict[str, str]]]:
+        yield from ((f"tenant/{n}", {"tenant": v}) for n, v in fc.HOSTILE_TEXT.items())
+        yield from ((f"key/{n}", {v: "x"}) for n, v in fc.HOSTILE_TEXT.items())
+        yield "many-entries", {f"k{i}": "v" * 10 for i in range(5000)}
+        for seed in seeds(5):
+            rng = random.Random(seed)
+            for i in range(20):
+                md = {fc.random_text(rng)[:300]: fc.random_text(rng) for _ in range(3)}
+                yield f"seed={seed} random-{i}", md
+
+    for name, md in maps():
         obs = await observe(
             env, f"metadata/{name}", lambda m=md: env.invoke("orders.get", GET_OK, metadata=m)
         )
@@ -313,12 +361,14 @@ async def test_hostile_request_metadata_maps_keep_the_oracle(env: Env) -> None:
     finish(tally)
 
 
-def _header_sets(seed: int) -> list[tuple[str, list[tuple[str, str | bytes]], tuple[str, ...]]]:
+Headers = list[tuple[str, str | bytes]]
+
+
+def _header_sets() -> Iterator[tuple[str, Headers, tuple[str, ...]]]:
     """(name, extra gRPC headers, transport statuses allowed). Values are what grpcio lets a
     client send (printable ASCII, `-bin` for bytes)."""
-    rng = random.Random(seed)
     printable = "".join(chr(c) for c in range(0x20, 0x7F))
-    sets: list[tuple[str, list[tuple[str, str | bytes]], tuple[str, ...]]] = [
+    sets: list[tuple[str, Headers, tuple[str, ...]]] = [
         ("spoof-actor", [("x-capgate-actor-id", "root"), ("x-capgate-actor-roles", "admin")], ()),
         ("spoof-execution-id", [("x-capgate-execution-id", "forged")], ()),
         ("spoof-approval-id", [("x-capgate-approval-id", "forged")], ()),
@@ -330,10 +380,12 @@ def _header_sets(seed: int) -> list[tuple[str, list[tuple[str, str | bytes]], tu
         ("many-headers", [(f"x-h{i}", "v") for i in range(200)], ("size",)),
         ("second-authorization", [("authorization", "Bearer forged")], ("auth",)),
     ]
-    for i in range(20):
-        value = "".join(rng.choice(printable) for _ in range(rng.choice((1, 64, 1024)))).strip()
-        sets.append((f"random-{i}", [(f"x-fuzz-{i}", value or "v")], ("size",)))
-    return sets
+    yield from sets
+    for seed in seeds(6):
+        rng = random.Random(seed)
+        for i in range(20):
+            value = "".join(rng.choice(printable) for _ in range(rng.choice((1, 64, 1024))))
+            yield f"seed={seed} random-{i}", [(f"x-fuzz-{i}", value.strip() or "v")], ("size",)
 
 
 async def test_hostile_grpc_metadata_keeps_the_oracle(env: Env) -> None:
@@ -342,7 +394,7 @@ async def test_hostile_grpc_metadata_keeps_the_oracle(env: Env) -> None:
     tally = Tally("hostile gRPC metadata")
     stub = env.gateway()
     request = gateway_pb2.InvokeRequest(capability_id="orders.get", input_json=orjson.dumps(GET_OK))
-    for name, extra, transport in _header_sets(SEED + 6):
+    for name, extra, transport in _header_sets():
         md = [*env.metadata("agents", "alice"), *extra]
         obs = await observe(env, f"headers/{name}", lambda m=md: stub.Invoke(request, metadata=m))
         problems = check(obs, transport=transport)
@@ -372,10 +424,9 @@ async def test_hostile_grpc_metadata_keeps_the_oracle(env: Env) -> None:
 # --- undecodable messages ------------------------------------------------------------------
 
 
-def _raw_messages(seed: int) -> list[tuple[str, bytes]]:
+def _raw_messages() -> Iterator[tuple[str, bytes]]:
     """Request messages the generated stubs would never send."""
-    rng = random.Random(seed)
-    fixed = [
+    yield from [
         ("invalid-utf8-capability-id", b"\x0a\x02\xff\xfe"),
         ("invalid-utf8-correlation-id", b"\x0a\x0aorders.get\x22\x02\xc0\xaf"),
         ("truncated-length", b"\x0a\x7forders"),
@@ -384,10 +435,11 @@ def _raw_messages(seed: int) -> list[tuple[str, bytes]]:
         ("huge-varint", b"\x0a" + b"\xff" * 11),
         ("empty", b""),
     ]
-    return fixed + [
-        (f"random-{i}", bytes(rng.randrange(256) for _ in range(rng.choice((1, 16, 200)))))
-        for i in range(30)
-    ]
+    for seed in seeds(7):
+        rng = random.Random(seed)
+        for i in range(30):
+            size = rng.choice((1, 16, 200))
+            yield f"seed={seed} random-{i}", bytes(rng.randrange(256) for _ in range(size))
 
 
 async def test_undecodable_request_messages_get_a_transport_status(env: Env) -> None:
@@ -398,7 +450,7 @@ async def test_undecodable_request_messages_get_a_transport_status(env: Env) -> 
         response_deserializer=gateway_pb2.ExecutionResult.FromString,
     )
     md = env.metadata("agents", "alice")
-    for name, raw in _raw_messages(SEED + 7):
+    for name, raw in _raw_messages():
         obs = await observe(env, f"raw/{name}", lambda r=raw: invoke(r, metadata=md, timeout=10))
         problems = check(obs, transport=("decode",))
         if obs.result is not None and obs.result.WhichOneof("outcome") == "completed":
