@@ -12,6 +12,7 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import grpc
 import pytest
 import redis.asyncio as aioredis
 
@@ -94,7 +95,7 @@ async def test_another_actors_get_approval_equals_an_unknown_ids(env: Env) -> No
     )
 
 
-@pytest.mark.parametrize("rpc", ["GetApproval", "Resume"])
+@pytest.mark.parametrize("rpc", ["GetApproval", "WaitApproval", "Resume"])
 async def test_a_strangers_lookup_runs_the_unknown_ids_redis_commands_and_reads_nothing(
     env: Env, redis_server: RedisProcess, rpc: str
 ) -> None:
@@ -106,6 +107,10 @@ async def test_a_strangers_lookup_runs_the_unknown_ids_redis_commands_and_reads_
     def lookup(approval_id: str) -> Callable[[], Awaitable[Any]]:
         if rpc == "Resume":
             return lambda: env.resume(approval_id, actor="carol")
+        if rpc == "WaitApproval":
+            wait = gateway_pb2.WaitApprovalRequest(approval_id=approval_id)
+            wait.timeout.FromMilliseconds(50)
+            return lambda: gateway.WaitApproval(wait, metadata=carol)
         request = gateway_pb2.GetApprovalRequest(approval_id=approval_id)
         return lambda: gateway.GetApproval(request, metadata=carol)
 
@@ -179,10 +184,17 @@ async def test_no_body_tells_a_hidden_capability_from_a_missing_one(env: Env) ->
     rng = random.Random(int(os.environ.get("FUZZ_SEED", "14")))
     bodies = {**HOSTILE_BODIES}
     bodies.update({f"random-{i}": random_body_case(rng, i).body for i in range(60)})
+
+    async def answer(capability: str, body: bytes) -> bytes | str:
+        try:
+            return _without_ids(await env.invoke(capability, raw=body))
+        except grpc.aio.AioRpcError as exc:  # a body over the message limit: the transport's
+            return f"transport {exc.code().name}"
+
     differ = []
     for name, body in bodies.items():
-        hidden = await env.invoke("admin.orders.purge", raw=body)
-        missing = await env.invoke("admin.orders.nonexistent", raw=body)
-        if _without_ids(hidden) != _without_ids(missing):
-            differ.append((name, hidden.WhichOneof("outcome"), hidden.failed.code))
+        hidden = await answer("admin.orders.purge", body)
+        missing = await answer("admin.orders.nonexistent", body)
+        if hidden != missing:
+            differ.append(name)
     assert not differ, differ
