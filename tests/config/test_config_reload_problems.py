@@ -54,3 +54,30 @@ async def test_a_refused_reload_logs_every_problem_with_file_and_line(
         assert "4 problem(s)" in text
     finally:
         await gw.stop(0.1)
+
+
+def test_the_located_configs_kept_for_reports_are_bounded(tmp_path: Path) -> None:
+    """Each load records where its values are, under its revision; only the last KEEP stay."""
+    from gateway.config import places  # noqa: PLC0415
+
+    path = _copy("00-valid.yaml", tmp_path)
+    base = path.read_text()
+    revisions = []
+    for i in range(places.KEEP + 3):
+        path.write_text(base + f"# edit {i}\n")
+        revisions.append(load_settings(path).revision)
+    assert len(set(revisions)) == len(revisions)
+    assert [places.places_of(r) is not None for r in revisions] == [False] * 3 + [
+        True
+    ] * places.KEEP
+
+
+def test_a_snapshot_problem_of_settings_built_by_hand_has_its_path_but_no_line() -> None:
+    from gateway.config.everything import located  # noqa: PLC0415
+    from gateway.settings import Settings  # noqa: PLC0415
+    from gateway.snapshot import SnapshotError, SnapshotProblem  # noqa: PLC0415
+
+    settings = Settings(listeners=(), upstreams={}, capabilities=(), revision="by-hand")
+    error = SnapshotError([SnapshotProblem(("capabilities", 0, "method"), "no such method")])
+    (problem,) = located(settings, error).problems
+    assert str(problem) == "<config>: capabilities[0].method: no such method"
