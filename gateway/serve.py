@@ -56,6 +56,7 @@ def _needs_redis(settings: Settings) -> bool:
 
 RELOAD_RETRY_S = 2.0  # first retry of a refused reload; doubles up to RELOAD_RETRY_MAX_S
 RELOAD_RETRY_MAX_S = 60.0
+RECONCILE_EVERY_S = 600.0  # approval indexes rebuilt from the records: at start, then this often
 
 
 @dataclass
@@ -230,12 +231,36 @@ async def _redis_health(gw: Gateway) -> None:
         await asyncio.sleep(2.0)
 
 
+async def _reconcile_approvals(gw: Gateway, every_s: float) -> None:
+    """Rebuild the approval indexes from the records at start, then every `every_s`: what a
+    crash between a transition and its index update left stale is made exact again, and keys
+    written before their TTLs existed get them (docs/approvals.md, key layout)."""
+    store = gw.runtime.approvals
+    while True:
+        try:
+            report = await store.reconcile()
+        except Exception as exc:
+            log.warning("approval index reconcile failed (next in %gs): %s", every_s, exc)
+        else:
+            level = logging.INFO if report.added or report.removed else logging.DEBUG
+            log.log(
+                level,
+                "approval indexes reconciled: %d records, %d entries added, %d removed",
+                report.records,
+                report.added,
+                report.removed,
+            )
+        raise_if_cancelling()
+        await asyncio.sleep(every_s)
+
+
 async def start(
     settings: Settings,
     *,
     extra_sinks: Sequence[Sink] = (),
     span_processors: Sequence[SpanProcessor] = (),
     reuse_port: bool = False,
+    reconcile_every_s: float = RECONCILE_EVERY_S,
     loaded: Loaded | None = None,
     pool: ChannelPool | None = None,
 ) -> Gateway:
@@ -348,6 +373,9 @@ async def start(
     servers.set_serving(READY_SERVICE, True)  # readiness = config and policies loaded
     if redis is not None:
         gw.tasks.append(asyncio.create_task(_redis_health(gw), name="redis-health"))
+    if redis is not None and runtime.approvals is not None:
+        reconciling = _reconcile_approvals(gw, reconcile_every_s)
+        gw.tasks.append(asyncio.create_task(reconciling, name="approval-reconcile"))
     if notifier is not None:
         gw.tasks.append(asyncio.create_task(notifier.run(), name="webhooks"))
     return gw

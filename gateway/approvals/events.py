@@ -1,8 +1,9 @@
 """The approval event stream: published after each transition, read by Watch and WaitApproval.
 
-A capped Redis stream (`XADD MAXLEN ~`). Readers resume from an event id; when events after
-that id may have been trimmed — or the id is newer than anything the stream holds, as after a
-failover that lost writes — `WatchGap` tells the client to re-list (DESIGN §12: OUT_OF_RANGE).
+A capped Redis stream (`XADD MAXLEN ~`) that expires one retention after its newest event.
+Readers resume from an event id; when events after that id may have been trimmed — or the id
+is newer than anything the stream holds, as after a failover that lost writes, or the stream
+expired — `WatchGap` tells the client to re-list (DESIGN §12: OUT_OF_RANGE).
 Blocking reads are chunked below the client's operation timeout so a quiet stream never looks
 like a dead Redis.
 """
@@ -91,12 +92,13 @@ def _gap(info: Any, cursor: EventId, maxlen: int) -> bool:
 class EventLog:
     """Publish to and read from the approval event stream."""
 
-    __slots__ = ("_key", "_maxlen", "_redis")
+    __slots__ = ("_key", "_maxlen", "_redis", "_ttl_ms")
 
-    def __init__(self, redis: RedisClient, key: str, maxlen: int) -> None:
+    def __init__(self, redis: RedisClient, key: str, maxlen: int, *, ttl_ms: int = 0) -> None:
         self._redis = redis
         self._key = key
         self._maxlen = maxlen
+        self._ttl_ms = ttl_ms  # > 0: the stream expires this long after its newest event
 
     def queue(self, pipe: RedisPipeline, event_type: str, approval_id: str) -> None:
         """Add the event to `pipe` (sent with the index updates of the same transition)."""
@@ -106,6 +108,8 @@ class EventLog:
             maxlen=self._maxlen,
             approximate=True,
         )
+        if self._ttl_ms > 0:
+            pipe.pexpire(self._key, self._ttl_ms)
 
     async def tail(self) -> str:
         """The newest event id, or "0-0" for an empty stream (the start of "only new events")."""

@@ -9,7 +9,11 @@ stream has its own (`{apr-events}`).
     <prefix>:{apr-idx}:all                  zset    every id by created_at
     <prefix>:{apr-idx}:cap:<capability>     zset    ids of one capability by created_at
     <prefix>:{apr-idx}:actor:<digest>       zset    one requester's pending ids by expires_at
+    <prefix>:{apr-idx}:retire               zset    "<id> <capability>" by the record's end
     <prefix>:{apr-events}                   stream  approval events (capped, MAXLEN ~)
+
+Every index key carries a TTL at least as long as its longest-lived record's (extended, never
+shortened, on each write), and each entry leaves its index when its record does (docs/approvals.md).
 """
 
 from __future__ import annotations
@@ -68,6 +72,10 @@ class Keys:
         issuer, actor_id = identity
         digest = hashlib.sha256(f"{issuer}\x00{actor_id}".encode()).hexdigest()[:32]
         return f"{self.prefix}:{{apr-idx}}:actor:{digest}"
+
+    @property
+    def retire(self) -> str:
+        return f"{self.prefix}:{{apr-idx}}:retire"
 
     @property
     def actor_pattern(self) -> str:

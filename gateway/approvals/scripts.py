@@ -168,6 +168,15 @@ if redis.call('PTTL', key) < tonumber(ARGV[5]) then redis.call('PEXPIRE', key, A
 return 1
 """
 
+# KEYS[1]: one index. ARGV: ttl ms. Extends the key's TTL to at least `ttl`, never shortens it
+# (a shorter-lived record must not cut an index that lists a longer-lived one).
+EXTEND: Final = """
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+end
+return 1
+"""
+
 ALL: Final[dict[str, str]] = {
     "create": CREATE,
     "expire": EXPIRE,
@@ -176,4 +185,5 @@ ALL: Final[dict[str, str]] = {
     "finish": FINISH,
     "reserve": RESERVE,
     "owned": OWNED,
+    "extend": EXTEND,
 }

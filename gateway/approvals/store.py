@@ -67,7 +67,11 @@ class RedisApprovalStore:
         self._settings = settings
         self._clock = clock
         self._scripts = {name: redis.register_script(src) for name, src in SCRIPTS.items()}
-        self._events = EventLog(redis, self._keys.events, events_maxlen)
+        # The stream lives `retention_s` past its newest event: its events name records that
+        # are gone by then (a reader resuming after that gets WatchGap and re-lists).
+        self._events = EventLog(
+            redis, self._keys.events, events_maxlen, ttl_ms=math.ceil(settings.retention_s * 1000)
+        )
 
     @property
     def keys(self) -> Keys:
@@ -137,7 +141,7 @@ class RedisApprovalStore:
                 ):
                     raise CapabilityError(Code.APPROVAL_UNAVAILABLE, reason="approval id reused")
                 record = existing
-            await self._after(record, "requested" if created else None, created=True)
+            await self._after(record, "requested" if created else None, created=ttl_ms)
         return record
 
     async def get(self, approval_id: str) -> ApprovalRecord | None:
@@ -210,19 +214,25 @@ class RedisApprovalStore:
         record: ApprovalRecord,
         event: str | None,
         *,
-        created: bool = False,
+        created: int = 0,
         left_pending: bool = False,
     ) -> None:
-        """Index updates and the event of one transition, in one (non-atomic) pipeline."""
+        """Index updates and the event of one transition (non-atomic). `created` is a new
+        record's TTL in ms: its indexes are written, their TTLs extended to it."""
         pipe = self._redis.pipeline(transaction=False)
-        if created:
-            upkeep.queue_created(pipe, self._keys, record)
+        indexes = (
+            upkeep.queue_created(pipe, self._keys, record, retention_s=self._settings.retention_s)
+            if created
+            else []
+        )
         if left_pending:
             upkeep.queue_left_pending(pipe, self._keys, record)
         if event:
             self._events.queue(pipe, event, record.id)
         if created or left_pending or event:
             await pipe.execute()
+        if indexes:
+            await upkeep.extend_ttls(self._scripts["extend"], indexes, created)
         if event and self._on_transition is not None:
             self._on_transition(event, record)
 
@@ -413,10 +423,18 @@ class RedisApprovalStore:
                     expired += 1
                 elif record.status != Status.PENDING:
                     await self._left_pending(record, None)
-            await upkeep.prune_all(self._redis, self._keys, when - self._settings.retention_s)
+            await upkeep.retire_due(self._redis, self._keys, when)
         return expired
 
     async def reconcile(self) -> upkeep.ReconcileReport:
-        """Rebuild every index from a SCAN of the records (run at start-up and periodically)."""
+        """Rebuild every index from a SCAN of the records, with TTLs that outlive them (the
+        gateway runs it at start-up and every `gateway.serve.RECONCILE_EVERY_S`)."""
         with available():
-            return await upkeep.reconcile(self._redis, self._keys, self.get_many)
+            return await upkeep.reconcile(
+                self._redis,
+                self._keys,
+                self.get_many,
+                extend=self._scripts["extend"],
+                retention_s=self._settings.retention_s,
+                now=self._clock(),
+            )
