@@ -4,9 +4,12 @@
 #   scripts/helm.sh            install if needed; print the helm binary's path on stdout
 #   scripts/helm.sh lint       install if needed; helm lint --strict with every helm/capgate/ci/*.yaml
 #
-# helm is built from source through the Go module proxy (`go install`), the one route a clean
-# CI machine has (DESIGN §12: "helm pinned and built only when absent"). The build takes a few
-# minutes the first time; later calls only compare the stamp file and return at once.
+# The binary lands in ~/.cache/capgate/bin/helm (outside the clone, shared by every clone on the
+# machine; not put on PATH). When absent there, a helm on PATH that reports exactly the pinned
+# version is linked in instead of building. Otherwise helm is built from source through the Go
+# module proxy (`go install`), the one route a clean CI machine has: no package registry ships a
+# prebuilt helm binary (DESIGN §12: "helm pinned and built only when absent"). The build takes
+# minutes the first time (README: first-run times); later calls compare the stamp and return.
 # Overrides: HELM_VERSION (pin), CAPGATE_TOOLS_BIN (install dir, default ~/.cache/capgate/bin).
 set -euo pipefail
 
@@ -19,6 +22,18 @@ STAMP="$BIN_DIR/.helm-version"
 
 installed() {
   [[ -x "$HELM" && -f "$STAMP" && "$(cat "$STAMP")" == "$HELM_VERSION" ]]
+}
+
+# A release build of the pinned version already on PATH (and not our own link) will do.
+link_from_path() {
+  local found
+  found="$(command -v helm 2>/dev/null)" || return 1
+  [[ "$found" != "$HELM" ]] || return 1
+  [[ "$("$found" version --template '{{.Version}}' 2>/dev/null)" == "$HELM_VERSION" ]] || return 1
+  mkdir -p "$BIN_DIR"
+  ln -sf "$found" "$HELM"
+  echo "$HELM_VERSION" >"$STAMP"
+  echo "scripts/helm.sh: using helm $HELM_VERSION from PATH ($found)" >&2
 }
 
 install_helm() {
@@ -56,7 +71,7 @@ install_helm() {
   echo "scripts/helm.sh: helm $HELM_VERSION installed in $((SECONDS - started))s" >&2
 }
 
-installed || install_helm
+installed || link_from_path || install_helm
 
 case "${1:-path}" in
   path)
