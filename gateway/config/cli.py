@@ -20,6 +20,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from gateway.cliargs import Parser
 from gateway.config.everything import Loaded, load_everything
 from gateway.config.problems import ConfigError
 from gateway.config.schema import config_schema
@@ -27,8 +28,8 @@ from gateway.upstream.channels import ChannelPool
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="capgate config", description="Gateway config tools.")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(prog="capgate config", description="Gateway config tools.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     check = commands.add_parser(
         "check",
         help="check a config as `capgate serve` loads it, without serving",
