@@ -37,7 +37,9 @@ def _number(value: float) -> str:
     text = repr(value)  # shortest round-trip digits, Python's spelling
     mantissa, _, exp_text = text.partition("e")
     if not exp_text:
-        return text  # plain decimal, 1e-7 < |v| < 1e16 in repr's own rule
+        # Plain decimal, 1e-4 <= |v| < 1e16 in repr's own rule. Doubles from 2**53 up are all
+        # integers, which repr spells "9007199254740992.0" and ECMAScript "9007199254740992".
+        return text.removesuffix(".0")
     exponent = int(exp_text)
     digits = mantissa.replace(".", "").replace("-", "").rstrip("0") or "0"
     sign = "-" if value < 0 else ""
