@@ -177,3 +177,30 @@ async def test_upstream_killed_during_the_call_is_unknown_and_never_rerun(stack:
     again = await env.resume(approval.id)
     assert again == result  # the stored UNKNOWN envelope, not a second run
     assert await stack.upstream.calls() == 0  # the restarted upstream saw nothing
+
+
+async def test_concurrent_resumes_across_a_redis_restart_run_the_call_once(stack: Stack) -> None:
+    """Twenty Resumes of one approval race a Redis SIGKILL and restart: whatever each caller
+    got, the upstream ran the call once, and a completed answer is the recorded one."""
+    env = await stack.start_in_process()
+    approval = await request_approval(env, "slow-800")
+    await approve(env, approval)
+    racing = [asyncio.ensure_future(env.resume(approval.id)) for _ in range(10)]
+    await stack.upstream.wait_calls(1)
+    stack.redis.kill()
+    racing += [asyncio.ensure_future(env.resume(approval.id)) for _ in range(5)]
+    stack.redis.start()
+    racing += [asyncio.ensure_future(env.resume(approval.id)) for _ in range(5)]
+    results = await asyncio.wait_for(asyncio.gather(*racing), 60)
+    assert await stack.upstream.calls() == 1
+    completed = [r for r in results if code(r) == "completed"]
+    assert len({r.execution_id for r in completed}) <= 1
+    for r in results:
+        assert code(r) in {"completed", "APPROVAL_CONSUMED", "APPROVAL_UNAVAILABLE"}, r
+        if code(r) == "APPROVAL_UNAVAILABLE":
+            assert state(r) == "NOT_STARTED" and retryable(r)
+    final = await env.resume(approval.id)
+    assert code(final) in {"completed", "APPROVAL_CONSUMED"}
+    if completed and code(final) == "completed":
+        assert final.execution_id == completed[0].execution_id
+    assert await stack.upstream.calls() == 1
