@@ -208,6 +208,8 @@ async def _grpcurl(binary: str, env: Env, listener: str, *args: str) -> tuple[in
     return proc.returncode or 0, out.decode(), err.decode()
 
 
+# The first grpcurl test may build grpcurl (scripts/grpcurl.sh) in its setup.
+@pytest.mark.timeout(_INSTALL_TIMEOUT_S + 120)
 @pytest.mark.parametrize("listener", sorted(SERVED))
 async def test_grpcurl_lists_and_describes_each_listener(
     grpcurl: str, env: Env, listener: str
@@ -233,6 +235,7 @@ async def test_grpcurl_lists_and_describes_each_listener(
         assert code != 0, f"{listener} describes {service}:\n{out}"
 
 
+@pytest.mark.timeout(_INSTALL_TIMEOUT_S + 120)
 async def test_grpcurl_describes_a_request_message(grpcurl: str, env: Env) -> None:
     code, out, err = await _grpcurl(grpcurl, env, "agents", "describe", "capgate.v1.InvokeRequest")
     assert code == 0, err
