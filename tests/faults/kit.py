@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import socket
 import subprocess
 import sys
@@ -222,6 +223,7 @@ class Stack:
             self.serve.wait(10)
         self.upstream.kill()
         self.redis.stop()
+        shutil.rmtree(self.run_dir, ignore_errors=True)
 
 
 async def request_approval(env: Env, order_id: str) -> types_pb2.Approval:
