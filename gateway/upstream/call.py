@@ -33,7 +33,7 @@ from gateway.model import Capability, RetrySpec
 from gateway.settings import Upstream
 from gateway.upstream.descriptors import MethodInfo
 from gateway.upstream.errors import TranscodeError
-from gateway.upstream.state import ATTEMPTS_KEY, ExecutionState, with_state
+from gateway.upstream.state import ATTEMPTS_KEY, ExecutionState, state_of, with_state
 from gateway.upstream.status import map_rpc_error
 from gateway.upstream.transcode import MessageCodec
 
@@ -221,6 +221,9 @@ def procedure_call(
     return ProcedureCall(channel, capability_id=capability_id, upstream=upstream)
 
 
+_STATE_ORDER: Final = (ExecutionState.NOT_STARTED, ExecutionState.COMPLETED, ExecutionState.UNKNOWN)
+
+
 def _not_sent(code: Code, reason: str) -> CapabilityError:
     return with_state(CapabilityError(code, reason=reason), ExecutionState.NOT_STARTED)
 
@@ -276,10 +279,13 @@ async def call_with_retry(
 
     `on_retry(attempt, error)` runs before each re-attempt with its 1-based number (2, 3, …)
     and the error that caused it; the pipeline emits `capability.retried` from it. A final
-    `CapabilityError` carries the attempts made in `details["attempts"]`.
+    `CapabilityError` carries the attempts made in `details["attempts"]`, and the execution
+    state of all of them: an earlier attempt that reached the upstream is not undone by a last
+    one that never did (UNKNOWN over COMPLETED over NOT_STARTED).
     """
     allowed = retry_allowed(capability)
     attempt = 1
+    reached = ExecutionState.NOT_STARTED  # the strongest state of the attempts so far
     while True:
         try:
             output = await call_with_deadline(
@@ -287,6 +293,8 @@ async def call_with_retry(
             )
         except CapabilityError as err:
             err.details[ATTEMPTS_KEY] = attempt
+            reached = max(reached, state_of(err), key=_STATE_ORDER.index)
+            with_state(err, reached)
             if not (allowed and err.is_retryable and attempt <= capability.retry.max_attempts):
                 raise
             delay = backoff_delay(capability.retry, attempt, jitter())
