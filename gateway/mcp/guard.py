@@ -4,7 +4,10 @@ protected-resource metadata.
 
 Host: a request whose Host header names no allowed host is refused (421): a rebinding page
 reaches the listener under the attacker's host name. Origin: browsers send it, other clients
-usually don't; when present it must be listed (403), and listed origins get CORS headers.
+usually don't; when present it must be the listener's own origin or listed (403), and accepted
+origins get CORS headers. The listener's own origins: the request's own (`scheme://Host`, the
+Host having passed the allow-list), the origin of `resource_url`, and on a loopback listener
+`localhost`, `127.0.0.1` and `[::1]` at the listener's port (loopback equivalents).
 """
 
 from __future__ import annotations
@@ -81,7 +84,51 @@ def host_allow_list(settings: McpSettings, bind_host: str) -> HostAllowList:
     return HostAllowList(entries)
 
 
-def origin_allowed(settings: McpSettings, origin: str) -> bool:
+_DEFAULT_PORTS: Final = {"http": "80", "https": "443"}
+
+Origin = tuple[str, str, str]  # (scheme, lower-case host, port with the scheme's default filled)
+
+
+def parse_origin(value: str) -> Origin | None:
+    """`scheme://host[:port]` (RFC 6454 serialization) as a comparable triple, else None (an
+    opaque `null` origin, a path, credentials, or a scheme that is not http(s))."""
+    scheme, sep, authority = value.strip().lower().partition("://")
+    if not sep or scheme not in _DEFAULT_PORTS or not authority or "/" in authority:
+        return None
+    if "@" in authority:
+        return None
+    host, port = split_authority(authority)
+    if not host or (port is not None and not port.isdigit()):
+        return None
+    return scheme, host, str(int(port)) if port else _DEFAULT_PORTS[scheme]
+
+
+def own_origins(
+    settings: McpSettings, *, scheme: str, host_header: str, bind_host: str, port: int | None
+) -> frozenset[Origin]:
+    """The origins of this listener: the request's own (`scheme://Host`), `resource_url`'s, and
+    the loopback names at the listener's `port` when it binds a loopback address."""
+    found = {parse_origin(f"{scheme}://{host_header}")}
+    if settings.resource_url:
+        found.add(parse_origin(_origin_part(settings.resource_url)))
+    if port is not None and is_loopback(bind_host.strip("[]")):
+        found.update(parse_origin(f"{scheme}://{name}:{port}") for name in LOOPBACK_NAMES)
+    return frozenset(o for o in found if o is not None)
+
+
+def _origin_part(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def origin_allowed(
+    settings: McpSettings, origin: str, own: frozenset[Origin] = frozenset()
+) -> bool:
+    """Whether a request carrying `origin` may proceed: the listener's own origin (`own`) or
+    one listed in `allowed_origins` (exact, ignoring case and a trailing slash)."""
+    parsed = parse_origin(origin)
+    if parsed is not None and parsed in own:
+        return True
     wanted = origin.strip().lower()
     return any(wanted == allowed.lower().rstrip("/") for allowed in settings.allowed_origins)
 

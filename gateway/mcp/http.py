@@ -1,8 +1,9 @@
 """MCP Streamable HTTP: the one endpoint (POST, DELETE; GET answers 405 since capgate never
 sends server-initiated messages) and the RFC 9728 metadata, as a small ASGI app.
 
-Each request passes, in this order: Host allow-list (421), path, Origin allow-list (403),
-method, bearer JWT with the listener's validation (401 with the resource-metadata challenge),
+Each request passes, in this order: Host allow-list (421), path, Origin (403 unless the
+listener's own origin or listed), method, bearer JWT with the listener's validation (401 with
+the resource-metadata challenge),
 content negotiation (406, 415), body size (413), strict JSON (no duplicate keys, 64-bit
 integers: §12), the message, the session (400 without one, 404 unknown or another actor's)
 and the `MCP-Protocol-Version` header (400 when unsupported or not the session's). Only then
@@ -123,6 +124,7 @@ class McpApp:
         authenticator: Authenticator,
         *,
         hosts: guard.HostAllowList,
+        bind_host: str = "",
         scheme: str,
         limits: Limits,
         issuers: tuple[str, ...],
@@ -133,6 +135,7 @@ class McpApp:
         self._sessions = sessions
         self._auth = authenticator
         self._hosts = hosts
+        self._bind_host = bind_host
         self._scheme = scheme
         self._limits = limits
         self._metadata_paths = guard.metadata_paths(self._settings)
@@ -162,7 +165,9 @@ class McpApp:
         if path != self._settings.path:
             return _fail(404, "Not Found.")
         origin = request.headers.get("origin")
-        if origin is not None and not guard.origin_allowed(self._settings, origin):
+        if origin is not None and not guard.origin_allowed(
+            self._settings, origin, self._own_origins(request, host)
+        ):
             return _fail(403, "Forbidden: origin not allowed.")
         response = await self._endpoint(request, host)
         if origin is not None:
@@ -170,6 +175,17 @@ class McpApp:
             response.headers["access-control-expose-headers"] = guard.CORS_EXPOSED_HEADERS
             response.headers["vary"] = "Origin"
         return response
+
+    def _own_origins(self, request: Request, host: str) -> frozenset[guard.Origin]:
+        server = request.scope.get("server")  # the socket's own (host, port)
+        port = server[1] if server and isinstance(server[1], int) else None
+        return guard.own_origins(
+            self._settings,
+            scheme=self._scheme,
+            host_header=host,
+            bind_host=self._bind_host,
+            port=port,
+        )
 
     def _metadata(self, request: Request, host: str) -> Response:
         if request.method not in ("GET", "HEAD"):

@@ -125,6 +125,7 @@ def build_app(
         sessions,
         build_authenticator(listener),
         hosts=guard.host_allow_list(settings, host),
+        bind_host=host,
         scheme=scheme,
         limits=limits,
         issuers=listener.jwt.issuers,
