@@ -30,11 +30,12 @@ UNKNOWN = types_pb2.EXECUTION_STATE_UNKNOWN
 
 # The gRPC statuses a caller listener answers without an envelope: authentication (stage 1,
 # gateway/servicer.py), a message over the listener's size limit (grpcio, gateway/server.py),
-# and a request message grpcio cannot decode (it never reaches the gateway's code).
+# and a request message grpcio cannot decode (it never reaches the gateway's code; UNKNOWN,
+# docs/observability.md).
 TRANSPORT: dict[str, frozenset[grpc.StatusCode]] = {
     "auth": frozenset({grpc.StatusCode.UNAUTHENTICATED}),
     "size": frozenset({grpc.StatusCode.RESOURCE_EXHAUSTED}),
-    "decode": frozenset({grpc.StatusCode.INTERNAL, grpc.StatusCode.INVALID_ARGUMENT}),
+    "decode": frozenset({grpc.StatusCode.UNKNOWN}),
 }
 
 # Codes a malformed request may be refused with before anything runs: every code of the
