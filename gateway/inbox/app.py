@@ -1,9 +1,10 @@
 """The inbox web app: pages, decisions, sign-in and live updates (Starlette).
 
 Every state change (decide, sign in, sign out) is a POST that carries a synchronizer CSRF token
-bound to the session (or to the identity of a header-authenticated request) and is refused when
-the browser marks it cross-site. Decisions go to ApprovalAdmin with `on_behalf_of` = the human
-and the input hash the page showed (SI-5); the refusal ApprovalAdmin answers is shown as is.
+bound to the session (or to the identity of a header-authenticated request) and comes from the
+inbox's own origin (`web.foreign_origin`: Fetch Metadata, then Origin, then Referer).
+Decisions go to ApprovalAdmin with `on_behalf_of` = the human and the input hash the page
+showed (SI-5); the refusal ApprovalAdmin answers is shown as is.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from gateway.inbox.web import (
     STATIC,
     FormError,
     SecurityHeaders,
-    cross_site,
+    foreign_origin,
     read_form,
     safe_next,
     static_file,
@@ -135,6 +136,13 @@ class Inbox:
     def error(self, human: Human | None, status: int, title: str, message: str) -> Response:
         return self.render("error.html", human, status, title=title, message=message)
 
+    def refuse_state_change(self, request: Request) -> str | None:
+        """The page to show instead of a POST that did not come from this inbox's pages."""
+        why = foreign_origin(request, self.settings.base_url)
+        if why is None:
+            return None
+        return f"The form did not come from this inbox ({why}). Reload the page and try again."
+
     def _visible(self, human: Human, approvals: list[types_pb2.Approval]) -> list[Any]:
         roles = self.settings.auditor_roles
         return [a for a in approvals if views.visible(human.actor, a, roles)]
@@ -216,7 +224,10 @@ class Inbox:
             form = await read_form(request)
         except FormError as exc:
             return self.error(human, exc.status, "Bad request", str(exc))
-        if cross_site(request) or not self.codec.csrf_ok(human.binding, form.get("csrf", "")):
+        refusal = self.refuse_state_change(request)
+        if refusal is not None:
+            return self.error(human, 403, "Refused", refusal)
+        if not self.codec.csrf_ok(human.binding, form.get("csrf", "")):
             return self.error(
                 human,
                 403,

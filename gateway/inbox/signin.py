@@ -18,7 +18,7 @@ from starlette.responses import RedirectResponse, Response
 from gateway.auth import jws
 from gateway.auth.base import AuthenticationFailed
 from gateway.inbox.session import LOGIN_COOKIE, SESSION_COOKIE, login_binding
-from gateway.inbox.web import FormError, cross_site, read_form, safe_next
+from gateway.inbox.web import FormError, read_form, safe_next
 
 if TYPE_CHECKING:
     from gateway.inbox.app import Inbox
@@ -58,7 +58,10 @@ class SignIn:
             return inbox.error(None, exc.status, "Bad request", str(exc))
         nonce = request.cookies.get(LOGIN_COOKIE, "")
         token_ok = bool(nonce) and inbox.codec.csrf_ok(login_binding(nonce), form.get("csrf", ""))
-        if cross_site(request) or not token_ok:
+        refusal = inbox.refuse_state_change(request)
+        if refusal is not None:
+            return self._form(form.get("next"), refusal, 403)
+        if not token_ok:
             return self._form(form.get("next"), "The sign-in form expired. Try again.", 403)
         token = form.get("token", "").strip()
         try:
@@ -83,7 +86,10 @@ class SignIn:
                 form = await read_form(request)
             except FormError as exc:
                 return inbox.error(human, exc.status, "Bad request", str(exc))
-            if cross_site(request) or not inbox.codec.csrf_ok(human.binding, form.get("csrf", "")):
+            refusal = inbox.refuse_state_change(request)
+            if refusal is not None:
+                return inbox.error(human, 403, "Refused", refusal)
+            if not inbox.codec.csrf_ok(human.binding, form.get("csrf", "")):
                 return inbox.error(human, 403, "Refused", "Missing or invalid CSRF token.")
         response = RedirectResponse("/login", status_code=303)
         response.delete_cookie(SESSION_COOKIE, path="/")

@@ -11,7 +11,7 @@ import functools
 import re
 from importlib import resources
 from typing import Any, Final
-from urllib.parse import parse_qsl, quote
+from urllib.parse import parse_qsl, quote, urlsplit
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.datastructures import MutableHeaders
@@ -26,7 +26,9 @@ HEADERS: Final = (
     ("content-security-policy", CSP),
     ("x-content-type-options", "nosniff"),
     ("x-frame-options", "DENY"),
-    ("referrer-policy", "no-referrer"),
+    # same-origin, not no-referrer: under no-referrer a browser sends `Origin: null` on its own
+    # form posts, and the Origin check (`foreign_origin`) could not tell them from a sandbox's.
+    ("referrer-policy", "same-origin"),
     ("cross-origin-opener-policy", "same-origin"),
     ("cross-origin-resource-policy", "same-origin"),
     ("permissions-policy", "camera=(), microphone=(), geolocation=()"),
@@ -84,9 +86,42 @@ async def read_form(request: Request) -> dict[str, str]:
     return dict(pairs)
 
 
-def cross_site(request: Request) -> bool:
-    """Browsers mark cross-site requests (Fetch Metadata); such state changes are refused."""
-    return request.headers.get("sec-fetch-site", "") == "cross-site"
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+
+
+def origin_of(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of an http(s) URL or serialized origin; None for anything else
+    (`null`, other schemes, no host, a bad port)."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return None
+    return scheme, parts.hostname.lower(), port or _DEFAULT_PORTS[scheme]
+
+
+def foreign_origin(request: Request, base_url: str) -> str | None:
+    """Why a state-changing request did not come from this inbox's own pages, or None.
+
+    The inbox's origin is that of `base_url`, or (no base URL set) the one the request was
+    addressed to. Refused: a `Sec-Fetch-Site` other than same-origin (so same-site too), an
+    `Origin` that differs in scheme, host or port (`null` included), and, without Origin, a
+    `Referer` from elsewhere; a request with neither Origin nor Referer is refused as well.
+    """
+    fetch_site = request.headers.get("sec-fetch-site")
+    if fetch_site is not None and fetch_site != "same-origin":
+        return f"the browser marked it {fetch_site[:20]}"
+    own = origin_of(base_url) if base_url else origin_of(str(request.url))
+    origin = request.headers.get("origin")
+    if origin is not None:
+        return None if own is not None and origin_of(origin) == own else "another origin"
+    referer = request.headers.get("referer")
+    if referer is not None:
+        return None if own is not None and origin_of(referer) == own else "another origin"
+    return "no Origin or Referer header"
 
 
 def safe_next(value: str | None) -> str:

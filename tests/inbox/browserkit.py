@@ -8,7 +8,9 @@ runs in a worker thread (`Browser.do`) while the loop keeps serving. Install the
 from __future__ import annotations
 
 import asyncio
+import http.server
 import os
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -105,3 +107,34 @@ class Browser:
         await self.script("document.getElementById('token').value = arguments[0];", token)
         await self.click("#sign-in")
         await self.wait_text("#me", expect_id)
+
+
+class ForeignPage:
+    """An HTML page served from another origin (a loopback port of its own: same site, other
+    origin), for attacks a browser would carry cookies on. Use as a context manager."""
+
+    def __init__(self, html: str) -> None:
+        body = html.encode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("content-type", "text/html; charset=utf-8")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_args: Any) -> None:
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> ForeignPage:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()

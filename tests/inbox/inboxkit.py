@@ -145,8 +145,17 @@ async def get(url: str, **headers: str) -> Reply:
     return await asyncio.to_thread(_request, url, "GET", _names(headers), None)
 
 
+def origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
 async def post_form(url: str, form: dict[str, str], **headers: str) -> Reply:
-    sent = {"content-type": "application/x-www-form-urlencoded"} | _names(headers)
+    """POST a form as the inbox's own page would: with the `Origin` of `url` unless `origin`
+    is given ("" sends none)."""
+    sent = {"content-type": "application/x-www-form-urlencoded", "origin": origin(url)}
+    sent |= _names(headers)
+    sent = {name: value for name, value in sent.items() if value != ""}
     return await asyncio.to_thread(_request, url, "POST", sent, urlencode(form).encode())
 
 

@@ -15,7 +15,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, types_pb2
 from tests.gateway.harness import token
-from tests.inbox.browserkit import Browser, chromium
+from tests.inbox.browserkit import Browser, ForeignPage, chromium
 from tests.inbox.inboxkit import Stack, human_token
 
 pytestmark = pytest.mark.e2e
@@ -196,3 +196,31 @@ async def test_a_decision_without_the_csrf_token_is_refused(page: Browser, stack
     await page.click("#approve")
     await page.wait_text("#error", "CSRF")
     assert (await stack.approval(approval.id)).status == PENDING
+
+
+async def test_a_same_site_page_with_a_leaked_csrf_token_cannot_decide(
+    page: Browser, stack: Stack
+) -> None:
+    """Another port on the same host is the same site: the browser sends the SameSite=Strict
+    cookie and `Sec-Fetch-Site: same-site`. The Origin check refuses it anyway."""
+    approval = await stack.request_refund(870, "o-1011")
+    await stack.seen_by_inbox(approval.id)
+    await page.sign_in(human_token("bob"), "bob")
+    await page.open(f"/approvals/{approval.id}")
+    csrf = await page.script("return document.querySelector('#decide input[name=csrf]').value;")
+    action = f"{stack.url}/approvals/{approval.id}/decide"
+    evil = (
+        f'<form method="post" action="{action}">'
+        f'<input type="hidden" name="csrf" value="{csrf}">'
+        f'<input type="hidden" name="input_hash" value="{approval.input_hash}">'
+        '<button name="verdict" value="approve" id="go">Win a prize</button></form>'
+    )
+    with ForeignPage(evil) as foreign:
+        await page.do(page.driver.get, foreign.url)
+        await page.click("#go")
+        await page.wait_text("#error", "did not come from this inbox")
+    assert (await stack.approval(approval.id)).status == PENDING
+    # The inbox's own form, same token, still works.
+    await page.open(f"/approvals/{approval.id}")
+    await page.click("#approve")
+    await page.wait_text("#status", "approved")

@@ -14,12 +14,14 @@ import orjson
 import pytest
 
 from capgate.v1 import types_pb2
+from gateway.inbox.server import start_inbox
 from gateway.inbox.web import CSP
 from tests.inbox.inboxkit import (
     Reply,
     Stack,
     get,
     human_token,
+    inbox_settings,
     post_form,
     proxy_assertion,
 )
@@ -248,3 +250,61 @@ async def test_live_updates_name_only_approvals_the_viewer_may_see(stack: Stack)
     change = await asyncio.wait_for(reader, 10)
     assert change["ids"] == [shown.id]  # bob is no admin: the purge request is not named
     assert set(change) == {"version", "ids"}  # ids only, never content
+
+
+async def test_a_decision_from_another_origin_is_refused_even_with_a_valid_token(
+    stack: Stack,
+) -> None:
+    """Origin (Referer as fallback) must be the inbox's own: scheme, host and port."""
+    approval = await stack.request_refund(860, "o-1010")
+    await stack.seen_by_inbox(approval.id)
+    bob = await sign_in(stack, "bob")
+    page = await get(stack.url + f"/approvals/{approval.id}", cookie=bob)
+    url = stack.url + f"/approvals/{approval.id}/decide"
+    form = {"verdict": "approve", "input_hash": approval.input_hash, "csrf": csrf_of(page)}
+    parts = urlsplit(stack.url)
+    other_port = f"http://{parts.hostname}:{(parts.port or 80) + 1}"
+    refused = {
+        "evil origin": {"origin": "http://evil.example"},
+        "same-site": {"sec_fetch_site": "same-site"},
+        "cross-site": {"sec_fetch_site": "cross-site"},
+        "null origin": {"origin": "null"},
+        "other port": {"origin": other_port},
+        "other scheme": {"origin": stack.url.replace("http://", "https://")},
+        "evil referer": {"origin": "", "referer": "http://evil.example/approvals/x"},
+        "neither": {"origin": ""},
+    }
+    for name, headers in refused.items():
+        reply = await post_form(url, form, cookie=bob, **headers)
+        assert reply.status == 403, name
+        assert "did not come from this inbox" in reply.body, name
+    assert (await stack.approval(approval.id)).status == PENDING
+    # The inbox's own page, told by Referer alone (an Origin-less client), is accepted.
+    own = await post_form(
+        url, form, cookie=bob, origin="", referer=f"{stack.url}/approvals/{approval.id}"
+    )
+    assert own.status == 303, own.body
+    assert (await stack.approval(approval.id)).status == types_pb2.APPROVAL_STATUS_APPROVED
+
+
+async def test_sign_in_and_out_need_the_configured_base_url_origin(stack: Stack) -> None:
+    """With base_url set, the inbox's origin is the base URL's, not the address it answers on."""
+    settings = inbox_settings(stack.gw.ports()["admin"], base_url="http://inbox.example:8443")
+    running = await start_inbox(settings)
+    try:
+        form = await get(running.url + "/login")
+        nonce = cookie(form, "capgate_inbox_login")
+        fields = {"csrf": csrf_of(form), "token": human_token("bob"), "next": "/"}
+        login = running.url + "/login"
+        jar = f"capgate_inbox_login={nonce}"
+        wrong = await post_form(login, fields, cookie=jar)  # Origin: the address it answers on
+        assert wrong.status == 403
+        assert "did not come from this inbox (another origin)" in wrong.body
+        ok = await post_form(login, fields, cookie=jar, origin="http://inbox.example:8443")
+        assert ok.status == 303, ok.body
+        session = f"capgate_inbox={cookie(ok, 'capgate_inbox')}"
+        token = csrf_of(await get(running.url + "/", cookie=session))
+        out = await post_form(running.url + "/logout", {"csrf": token}, cookie=session)
+        assert out.status == 403
+    finally:
+        await running.stop()
