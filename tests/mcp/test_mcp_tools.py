@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from types import MappingProxyType
+from typing import Any
 
 import grpc
 import pytest
 from mcp.shared.exceptions import MCPError
 
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc, types_pb2
+from policy.backends.celexpr import CelExprBackend
+from policy.backends.celpython import CelPythonBackend
+from policy.model import Limits
 from tests.gateway.harness import token
 from tests.mcp.mcpkit import McpEnv, request, session_headers
 
@@ -127,7 +132,30 @@ async def test_invalid_input_is_an_error_result_naming_paths_never_values(mcp_en
     assert "lots" not in result.content[0].text  # type: ignore[union-attr]
 
 
-async def test_a_hidden_tool_is_indistinguishable_from_an_unknown_one(mcp_env: McpEnv):
+def _descheduled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every policy evaluation takes longer than the policy time limit in wall time but not in
+    CPU time, as on a loaded machine: the thread is descheduled between two instructions."""
+    pause = Limits().cpu_time_s + 0.01
+    for backend in (CelExprBackend, CelPythonBackend):
+
+        def run(self: Any, program: Any, activation: Any, _run: Any = backend.run) -> Any:
+            outcome = _run(self, program, activation)
+            time.sleep(pause)  # blocks the loop, as the evaluation itself does
+            return outcome
+
+        monkeypatch.setattr(backend, "run", run)
+
+
+@pytest.mark.parametrize("load", ["idle", "descheduled"])
+async def test_a_hidden_tool_is_indistinguishable_from_an_unknown_one(
+    mcp_env: McpEnv, load: str, monkeypatch: pytest.MonkeyPatch
+):
+    # Under load this failed now and then: the policy time limit counted wall time, so a hide
+    # policy interrupted by the scheduler failed closed as POLICY_FAILED, an error result that
+    # told a hidden tool from an unknown one. The limit now counts CPU time (policy/engine.py);
+    # "descheduled" makes every evaluation exceed it in wall time, deterministically.
+    if load == "descheduled":
+        _descheduled(monkeypatch)
     purges = await mcp_env.upstream_calls("/capgate.v1.Procedure/Invoke")
     errors = []
     async with mcp_env.client("alice") as client:
