@@ -135,3 +135,26 @@ def test_mapped_statuses_keep_their_table_message_even_with_a_contract_detail() 
     error = map_status(S.PERMISSION_DENIED, "x", trailer, upstream="o")
     assert error.code is Code.FORBIDDEN
     assert error.public_message == "The operation is not permitted."
+
+
+@pytest.mark.parametrize(
+    ("details", "state"),
+    [
+        # grpc-core's server refusing our request headers: its handler never ran.
+        ("received metadata size exceeds hard limit (value length 20000 vs. 16384)", "NOT_STARTED"),
+        # Our channel refusing to send a request over its limit.
+        ("Sent message larger than max (5000000 vs. 4194304)", "NOT_STARTED"),
+        # Our channel refusing the reply's headers: the upstream did run.
+        (
+            "Stream removed (received metadata size exceeds hard limit (value length 20000 vs. "
+            "16384))",
+            "COMPLETED",
+        ),
+        ("quota exceeded", "COMPLETED"),  # the upstream's own answer
+    ],
+)
+def test_resource_exhausted_before_any_handler_ran_is_not_started(details: str, state: str) -> None:
+    error = map_status(S.RESOURCE_EXHAUSTED, details, [], upstream="orders")
+    assert error.code is Code.EXECUTION_FAILED
+    assert state_of(error) is ExecutionState(state)
+    assert error.public_message == "The operation failed."
