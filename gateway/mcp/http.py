@@ -5,8 +5,8 @@ Each request passes, in this order: Host allow-list (421), path, Origin (403 unl
 listener's own origin or listed), method, bearer JWT with the listener's validation (401 with
 the resource-metadata challenge),
 content negotiation (406, 415), body size (413), strict JSON (no duplicate keys, 64-bit
-integers: §12), the message, the session (400 without one, 404 unknown or another actor's)
-and the `MCP-Protocol-Version` header (400 when unsupported or not the session's). Only then
+integers: §12), the message, the `MCP-Protocol-Version` header (400 when not spoken on
+sessions) and the session (400 without one, 404 unknown or another actor's). Only then
 does the handler run. A request's answer is JSON or, when the client prefers it, one SSE event.
 """
 
@@ -33,7 +33,14 @@ from gateway.mcp.jsonrpc import (
     request_id,
     result,
 )
-from gateway.mcp.protocol import SERVER_INFO, SESSIONLESS, SUPPORTED_VERSIONS, McpHandler, Reply
+from gateway.mcp.protocol import (
+    BATCH_VERSIONS,
+    SERVER_INFO,
+    SESSIONLESS,
+    SUPPORTED_VERSIONS,
+    McpHandler,
+    Reply,
+)
 from gateway.mcp.sessions import Session, SessionStore
 from gateway.model import Actor, Limits
 from gateway.settings import Listener, McpSettings
@@ -235,21 +242,22 @@ class McpApp:
         return Response(None, 204)
 
     def _session(self, request: Request, actor: Actor) -> Session | Response:
-        session_id = request.headers.get("mcp-session-id")
-        if not session_id:
-            return _fail(400, "Bad Request: Mcp-Session-Id header required.")
-        session = self._sessions.get(session_id, actor.identity)
-        if session is None:
-            return _fail(404, "Session not found.")
-        version = request.headers.get("mcp-protocol-version")
+        """The request's session. Its `MCP-Protocol-Version`, when sent, must be one spoken on
+        sessions (400, the spec's answer to an invalid or unsupported version); the session
+        keeps the version `initialize` negotiated, and an absent header means that one."""
+        version = request.headers.get(modern.VERSION_HEADER)
         if version is not None and version not in SUPPORTED_VERSIONS:
             return _fail(
                 400,
                 "Bad Request: unsupported MCP-Protocol-Version.",
                 data={"supported": list(SUPPORTED_VERSIONS)},
             )
-        if version is not None and version != session.protocol_version:
-            return _fail(400, "Bad Request: MCP-Protocol-Version differs from the session's.")
+        session_id = request.headers.get("mcp-session-id")
+        if not session_id:
+            return _fail(400, "Bad Request: Mcp-Session-Id header required.")
+        session = self._sessions.get(session_id, actor.identity)
+        if session is None:
+            return _fail(404, "Session not found.")
         return session
 
     async def _post(self, request: Request, actor: Actor) -> Response:
@@ -266,6 +274,9 @@ class McpApp:
             value = parse_json(body, self._limits, what="message")
         except CapabilityError:
             return _fail(400, "Parse error.", code=PARSE_ERROR)
+        with_session = "mcp-session-id" in request.headers
+        if isinstance(value, list) and with_session:
+            return await self._post_batch(request, actor, value, encoding)
         try:
             message = parse_message(value)
         except RpcError as err:
@@ -274,7 +285,7 @@ class McpApp:
         if twice is not None:  # before routing: which copy decides the era cannot be known
             return _json(modern.status_of(twice.code), error(request_id(value), twice))
         version = request.headers.get(modern.VERSION_HEADER)
-        if modern.is_modern(version, SUPPORTED_VERSIONS):
+        if modern.is_modern(version, SUPPORTED_VERSIONS, session=with_session):
             return await self._post_modern(request, actor, message, encoding)
         if message.kind != "request" or message.method not in SESSIONLESS:
             session = self._session(request, actor)
@@ -288,6 +299,48 @@ class McpApp:
             return _encode(error(message.id, err), encoding, {})
         headers = {"mcp-session-id": reply.session_id} if reply.session_id else {}
         return _encode(result(message.id, reply.result), encoding, headers)
+
+    async def _post_batch(
+        self, request: Request, actor: Actor, values: list[Any], encoding: Encoding
+    ) -> Response:
+        """A JSON-RPC batch, which only 2025-03-26 sessions may send (later revisions removed
+        batches; `initialize` is never part of one). Messages run one after another in order;
+        each request gets its own answer, an invalid member its own error."""
+        session = self._session(request, actor)
+        if isinstance(session, Response):
+            return session
+        if session.protocol_version not in BATCH_VERSIONS or not values:
+            err = RpcError(INVALID_REQUEST, "Batched messages are not supported.")
+            if values:
+                return _json(400, error(None, err))
+            return _json(400, error(None, RpcError(INVALID_REQUEST, "Invalid Request.")))
+        answers: list[dict[str, Any]] = []
+        for value in values:
+            try:
+                message = parse_message(value)
+                if message.kind == "request" and message.method == "initialize":
+                    raise RpcError(INVALID_REQUEST, "initialize cannot be batched.")
+            except RpcError as err:
+                answers.append(error(request_id(value), err))
+                continue
+            if message.kind != "request":
+                continue
+            try:
+                reply = await self._handle(request, message, actor, stateless=False)
+            except RpcError as err:
+                answers.append(error(message.id, err))
+                continue
+            answers.append(result(message.id, reply.result))
+        if not answers:
+            return Response(None, 202)
+        if encoding == "sse":
+            events = b"".join(
+                b"event: message\ndata: " + orjson.dumps(a) + b"\n\n" for a in answers
+            )
+            return Response(
+                events, 200, {"cache-control": "no-cache"}, media_type="text/event-stream"
+            )
+        return Response(orjson.dumps(answers), 200, media_type="application/json")
 
     async def _handle(
         self, request: Request, message: Message, actor: Actor, *, stateless: bool

@@ -3,9 +3,10 @@
 A request of this era is one self-contained POST: no `initialize`, no `Mcp-Session-Id`. It
 carries its protocol version and client capabilities in `params._meta`, and the transport
 repeats the version, the method and (for `tools/call`) the tool name in headers. The era is
-chosen by the `MCP-Protocol-Version` header: a handshake-era version (or none) takes the
-session path, anything else this one, where an unknown version is refused with the versions
-spoken here. Checks run in a fixed order and the first failure answers (ADR 0010):
+chosen by `Mcp-Session-Id` and the `MCP-Protocol-Version` header: a request naming a session,
+or carrying a handshake-era version or none, takes the session path; anything else this one,
+where an unknown version is refused with the versions spoken here. Checks run in a fixed order
+and the first failure answers (ADR 0010):
 
 1. `params._meta` holds the protocol version and the client capabilities, else -32602;
 2. the headers agree with the body (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`), else
@@ -58,8 +59,15 @@ _STATUS: Final = {
 _BASE64_VALUE: Final = re.compile(r"^=\?base64\?(?P<payload>.*)\?=$")
 
 
-def is_modern(version_header: str | None, handshake_versions: tuple[str, ...]) -> bool:
-    """Whether a POST belongs to the stateless era (routing by the version header)."""
+def is_modern(
+    version_header: str | None, handshake_versions: tuple[str, ...], *, session: bool
+) -> bool:
+    """Whether a POST belongs to the stateless era: it names no session (a request carrying
+    `Mcp-Session-Id` is a handshake-era request, whatever version it claims, and is told so
+    when that version is not spoken on sessions) and its version header is present and not a
+    handshake-era version."""
+    if session:
+        return False
     return version_header is not None and version_header not in handshake_versions
 
 

@@ -35,7 +35,11 @@ from gateway.snapshot import Snapshot
 
 log = logging.getLogger("capgate.mcp")
 
-SUPPORTED_VERSIONS: Final = ("2025-11-25", "2025-06-18")  # newest first
+# The handshake era's versions, newest first. 2025-03-26 is the first with Streamable HTTP;
+# 2024-11-05 (HTTP+SSE transport) is answered with the newest in `initialize`, as the spec's
+# negotiation says, and refused in the MCP-Protocol-Version header.
+SUPPORTED_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26")
+BATCH_VERSIONS: Final = frozenset({"2025-03-26"})  # JSON-RPC batches: removed in 2025-06-18
 SESSIONLESS: Final = frozenset({"initialize", "server/discover"})
 _HANDSHAKE_ONLY: Final = frozenset({"initialize", "ping"})
 _INVALID_PARAMS: Final = RpcError(INVALID_PARAMS, "Invalid params.")

@@ -151,7 +151,7 @@ async def test_an_unknown_version_is_told_which_ones_are_spoken(mcp_env: McpEnv)
     error = response.json()["error"]
     assert error["code"] == -32022
     assert error["data"] == {
-        "supported": ["2026-07-28", "2025-11-25", "2025-06-18"],
+        "supported": ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"],
         "requested": "2027-01-01",
     }
 
