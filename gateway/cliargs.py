@@ -76,8 +76,10 @@ class Parser(argparse.ArgumentParser):
         return parsed
 
     def error(self, message: str) -> NoReturn:
+        # A sub-command's parser may see only its part of the line: check the whole one too.
+        argv = [*self._argv, *sys.argv[1:]]
         self.print_usage(sys.stderr)
-        self.exit(2, f"{self.prog}: error: {redact(message, self._argv)}\n")
+        self.exit(2, f"{self.prog}: error: {redact(message, argv)}\n")
 
 
 def everywhere(
