@@ -421,6 +421,57 @@ async def test_hostile_grpc_metadata_keeps_the_oracle(env: Env) -> None:
     finish(tally)
 
 
+def _local_actors() -> Iterator[tuple[str, Headers]]:
+    """Actor headers on the trusted-local listener (the co-located app asserts the actor)."""
+    printable = "".join(chr(c) for c in range(0x21, 0x7F))
+    yield (
+        "braces-and-globs",
+        [("x-capgate-actor-id", "{apr:*}?[x]"), ("x-capgate-actor-kind", "user")],
+    )
+    yield "json-like", [("x-capgate-actor-id", '{"sub":"root"}')]
+    yield "1024-chars", [("x-capgate-actor-id", "a" * 1024)]
+    yield "1025-chars", [("x-capgate-actor-id", "a" * 1025)]
+    yield (
+        "many-roles",
+        [("x-capgate-actor-id", "u"), ("x-capgate-actor-roles", ",".join(["r"] * 500))],
+    )
+    yield "empty-roles", [("x-capgate-actor-id", "u"), ("x-capgate-actor-roles", ",,, ,")]
+    yield "odd-kind", [("x-capgate-actor-id", "u"), ("x-capgate-actor-kind", "root")]
+    yield "anonymous-kind", [("x-capgate-actor-kind", "anonymous")]
+    yield "two-ids", [("x-capgate-actor-id", "a"), ("x-capgate-actor-id", "b")]
+    yield "spaces-only", [("x-capgate-actor-id", "   ")]
+    yield "binary-id", [("x-capgate-actor-id-bin", b"\xff\x00")]
+    for seed in seeds(8):
+        rng = random.Random(seed)
+        for i in range(10):
+            value = "".join(rng.choice(printable) for _ in range(rng.choice((1, 64, 1024))))
+            yield f"seed={seed} random-{i}", [("x-capgate-actor-id", value)]
+
+
+async def test_hostile_local_actor_headers_keep_the_oracle(env: Env) -> None:
+    """The trusted-local listener takes the actor from headers: odd ones are refused
+    (UNAUTHENTICATED) or become an actor whose calls and approvals behave as any other's."""
+    tally = Tally("hostile trusted-local actor headers")
+    stub = env.gateway("local")
+    get = gateway_pb2.InvokeRequest(capability_id="orders.get", input_json=orjson.dumps(GET_OK))
+    gated = gateway_pb2.InvokeRequest(
+        capability_id="orders.refund",
+        input_json=orjson.dumps({"order_id": "o-1001", "amount": 800}),
+    )
+    for name, md in _local_actors():
+        for label, request in (("get", get), ("approval", gated)):
+            case = f"local/{name}/{label}"
+            obs = await observe(env, case, lambda r=request, m=md: stub.Invoke(r, metadata=m))
+            problems = check(obs, transport=("auth",))
+            if obs.result is not None and label == "approval":
+                outcome = obs.result.WhichOneof("outcome")
+                if outcome not in ("approval_required", "failed"):
+                    problems.append(f"{case}: a gated refund answered {outcome}")
+            tally.add(obs, problems)
+    await assert_alive(env)
+    finish(tally)
+
+
 # --- undecodable messages ------------------------------------------------------------------
 
 
