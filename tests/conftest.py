@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.redis_server import ENV, RedisProcess, select
+from gateway.redis_server import ENV, NoServer, RedisProcess, select
 
 
 def pytest_report_header() -> str:
@@ -16,7 +16,7 @@ def pytest_report_header() -> str:
     (the lowest supported, as `make test-python` does in its second pass)."""
     try:
         return f"redis server: {select().describe()} ({ENV} to choose)"
-    except RuntimeError as exc:
+    except NoServer as exc:
         return f"redis server: none ({exc})"
 
 

