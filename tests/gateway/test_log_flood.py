@@ -8,6 +8,7 @@ import asyncio
 import logging
 import math
 import os
+import random
 import re
 import signal
 import sys
@@ -19,11 +20,11 @@ import grpc
 import pytest
 from google.protobuf.message import DecodeError
 
-from capgate.v1 import gateway_pb2, gateway_pb2_grpc
+from capgate.v1 import admin_pb2, gateway_pb2, gateway_pb2_grpc
 from gateway import grpclog
 from gateway.redis_server import RedisProcess
 from tests.gateway.conftest import HERE, gateway_environ
-from tests.gateway.harness import ready_ports, token
+from tests.gateway.harness import Env, ready_ports, token
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 ROOT = HERE.parent.parent
@@ -31,6 +32,10 @@ SENTINEL = "PAYLOAD-SENTINEL-7f3a"
 # A length-delimited field 1 whose length runs past the end: no InvokeRequest decodes it.
 GARBAGE = b"\x0a\xff\xff\xff\x07" + SENTINEL.encode()
 FLOOD = 300
+GATEWAY = gateway_pb2.DESCRIPTOR.services_by_name["CapabilityGateway"]
+ADMIN_SERVICES = [
+    admin_pb2.DESCRIPTOR.services_by_name[n] for n in ("ApprovalAdmin", "PolicyAdmin")
+]
 _LINE = re.compile(r"undecodable request message for (\S+): refused with UNKNOWN(?: \((\d+) more)?")
 _FLUSH = re.compile(r"undecodable request messages: (\d+) more suppressed")
 
@@ -161,3 +166,50 @@ def test_other_errors_of_that_logger_keep_their_traceback() -> None:
         )
     assert limiter.filter(record)
     assert record.exc_info is not None and record.levelno == logging.ERROR
+
+
+async def test_random_bytes_to_every_method_log_no_traceback_and_the_server_serves(
+    env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Seeded random messages (truncated fields, bad varints, invalid UTF-8 in strings, and
+    some that happen to decode) to every unary method of a caller and an admin listener: each
+    answer is a transport status, no record of grpcio's logger keeps a traceback, and the
+    condensed lines stay within the bucket."""
+    rng = random.Random(1414)
+    methods = [
+        ("agents", f"/{GATEWAY.full_name}/{m.name}")
+        for m in GATEWAY.methods
+        if not m.server_streaming and not m.client_streaming
+    ] + [
+        ("admin", f"/{service.full_name}/{m.name}")
+        for service in ADMIN_SERVICES
+        for m in service.methods
+        if not m.server_streaming and not m.client_streaming
+    ]
+    samples = [b"\x0a\x05\xff\xfe\xfd\xfc\xfb", b"\x08", b"\x0a\x80"]  # bad UTF-8, cut varints
+    samples += [rng.randbytes(rng.randint(1, 64)) for _ in range(120)]
+    codes: dict[grpc.StatusCode, int] = {}
+    installed = logging.getLogger(grpclog.LOGGER).filters
+    limiter = next((f for f in installed if isinstance(f, grpclog.UndecodableRequests)), None)
+    assert limiter is not None, "the gateway installed no filter on grpcio's logger"
+    seen_before = limiter.seen
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger=grpclog.LOGGER):
+        for i, body in enumerate(samples):
+            listener, method = methods[i % len(methods)]
+            raw = env.channel(listener).unary_unary(method)
+            try:
+                await raw(body, timeout=10)  # no credentials: a decodable one is refused too
+                codes[grpc.StatusCode.OK] = codes.get(grpc.StatusCode.OK, 0) + 1
+            except grpc.aio.AioRpcError as err:
+                codes[err.code()] = codes.get(err.code(), 0) + 1
+    elapsed = time.monotonic() - started
+    assert set(codes) <= {grpc.StatusCode.UNKNOWN, grpc.StatusCode.UNAUTHENTICATED}, codes
+    assert codes.get(grpc.StatusCode.UNKNOWN, 0) >= 2  # the cut varints at least
+    assert codes.get(grpc.StatusCode.UNKNOWN, 0) == limiter.seen - seen_before
+    ours = [r for r in caplog.records if r.name == grpclog.LOGGER]
+    assert all(r.exc_info is None and r.levelno == logging.WARNING for r in ours)
+    assert all("Traceback" not in r.getMessage() for r in ours)
+    assert len(ours) <= limiter.burst + math.ceil(elapsed * limiter.rate_per_s) + 1
+    result = await env.invoke("orders.get", {"order_id": "o-1001"})
+    assert result.WhichOneof("outcome") == "completed", result
