@@ -24,7 +24,8 @@ class UnserializableInput(ValueError):
 
 
 def _utf16_key(key: str) -> bytes:
-    return key.encode("utf-16-be")
+    # surrogatepass: a lone surrogate sorts by its code unit, and is refused when written.
+    return key.encode("utf-16-be", "surrogatepass")
 
 
 def _number(value: float) -> str:
@@ -96,7 +97,10 @@ def canonical_json(value: Any) -> bytes:
     """RFC 8785 bytes of a JSON value; raises UnserializableInput."""
     out: list[str] = []
     _write(value, out)
-    return "".join(out).encode("utf-8")
+    try:
+        return "".join(out).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: the strict JSON parser never makes one
+        raise UnserializableInput("a string is not valid Unicode") from None
 
 
 def input_hash(value: Any) -> str:

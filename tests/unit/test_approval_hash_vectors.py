@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gateway.canonical import canonical_json, input_hash
-from gateway.errors import CapabilityError
+from gateway.errors import CapabilityError, Code
 from gateway.jsonvalue import parse_json
 from gateway.model import Limits
 
@@ -64,3 +64,11 @@ def test_the_groups_cover_numbers_unicode_nesting_and_the_rfc_examples() -> None
 
 def test_vectors_file_is_what_the_generator_produces() -> None:
     assert (VECTORS_DIR / "vectors.json").read_text(encoding="utf-8") == _generator().render()
+
+
+@pytest.mark.parametrize("value", ["\ud800", {"\udc00": 1}, ["a", "\ud83d"]])
+def test_a_lone_surrogate_that_got_past_the_parser_has_no_hash(value: Any) -> None:
+    """Defence in depth: a value built elsewhere than the strict parser (it refuses these)."""
+    with pytest.raises(CapabilityError) as refused:
+        input_hash(value)
+    assert refused.value.code is Code.APPROVAL_UNSERIALIZABLE_INPUT
