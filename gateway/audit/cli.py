@@ -18,7 +18,7 @@ import asyncio
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,7 +29,7 @@ from redis.exceptions import RedisError
 
 from gateway.audit import stream
 from gateway.audit.events import InputHasher
-from gateway.cliargs import Parser, redact
+from gateway.cliargs import Parser, everywhere, redact
 from gateway.config.durations import parse_duration
 from gateway.config.loader import ConfigError, load_settings
 from gateway.redisconn import connect
@@ -54,17 +54,35 @@ def _when(text: str | None, now: float) -> float | None:
     return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
 
 
+def _stream_options(p: argparse.ArgumentParser, default: Callable[[Any], Any]) -> None:
+    """Where the stream is: accepted before or after `query`/`tail`."""
+    p.add_argument(
+        "--config",
+        default=default(None),
+        help="gateway config: its redis.url and audit.redis_stream (hmac: its audit.hmac_key)",
+    )
+    p.add_argument("--redis-url", default=default(None), help="Redis URL (overrides the config's)")
+    p.add_argument(
+        "--stream",
+        default=default(None),
+        help="stream key (default: the config's, else capgate:audit)",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="capgate audit", description=__doc__.split("\n")[0])
+    parser = Parser(
+        prog="capgate audit",
+        description=__doc__.split("\n")[0],
+        epilog="--config, --redis-url and --stream may come before or after the command.",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    readers = []
     for name, about in (
         ("query", "print matching events already in the stream"),
         ("tail", "print matching events as they are written"),
     ):
         p = sub.add_parser(name, help=about)
-        p.add_argument("--config", help="gateway config: its redis.url and audit.redis_stream")
-        p.add_argument("--redis-url", help="Redis URL (overrides the config's)")
-        p.add_argument("--stream", help="stream key (default: the config's, else capgate:audit)")
+        readers.append(p)
         p.add_argument("--execution-id", default="", help="one execution's events")
         p.add_argument("--capability", default="", help="capability id")
         p.add_argument("--actor", default="", help="actor id (who acted or who asked)")
@@ -79,9 +97,14 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--idle-timeout", type=float, help="stop after N s with nothing new")
     h = sub.add_parser("hmac", help="the input_hmac of a validated input (JSON file or -)")
     h.add_argument("input", nargs="?", default="-", help="validated input JSON (default: stdin)")
-    h.add_argument("--config", help="gateway config: its audit.hmac_key and hmac_key_id")
+    h.add_argument(
+        "--config",
+        default=argparse.SUPPRESS,
+        help="gateway config: its audit.hmac_key and hmac_key_id",
+    )
     h.add_argument("--key-env", help="environment variable holding the key")
     h.add_argument("--key-id", help="key id to print (default: the config's, else k1)")
+    everywhere(parser, readers, _stream_options)
     return parser
 
 

@@ -287,6 +287,12 @@ async def test_audit_query_piped_into_head_prints_one_line_and_no_traceback(
                 for i in range(1500)
             ]
         )
+        where = ("--redis-url", redis_server.url, "--stream", stream)
+        before = await acapgate("audit", *where, "query", "--limit", "2")
+        after = await acapgate("audit", "query", "--limit", "2", *where)
+        assert before.returncode == after.returncode == 0, before.stderr + after.stderr
+        assert before.stdout == after.stdout
+        assert before.stdout.count("\n") == 2
         command = (
             f"{sys.executable} -m gateway.cli audit query --redis-url {redis_server.url} "
             f"--stream {stream} | head -1"
