@@ -32,6 +32,7 @@ from gateway.mcp.sessions import SessionStore
 from gateway.model import Actor
 from gateway.settings import Listener, McpSettings
 from gateway.snapshot import Snapshot
+from gateway.validation import UNEXPECTED_PROPERTY, pointer
 
 log = logging.getLogger("capgate.mcp")
 
@@ -44,6 +45,7 @@ SESSIONLESS: Final = frozenset({"initialize", "server/discover"})
 _HANDSHAKE_ONLY: Final = frozenset({"initialize", "ping"})
 _INVALID_PARAMS: Final = RpcError(INVALID_PARAMS, "Invalid params.")
 _MAX_META_TEXT: Final = 256
+_MAX_ISSUES: Final = 20
 _NOT_STARTED: Final = types_pb2.EXECUTION_STATE_NOT_STARTED
 
 
@@ -235,11 +237,8 @@ class McpHandler:
         self, arguments: dict[str, Any], actor: Actor, correlation_id: str, traceparent: str
     ) -> dict[str, Any]:
         approval_id, resume = arguments.get("approval_id"), arguments.get("resume", True)
-        issues = [
-            InputIssue(f"$.{k}", "is not allowed")
-            for k in sorted(arguments)
-            if k not in ("approval_id", "resume")
-        ]
+        unexpected = sorted(k for k in arguments if k not in ("approval_id", "resume"))
+        issues = [InputIssue(pointer([k]), UNEXPECTED_PROPERTY) for k in unexpected[:_MAX_ISSUES]]
         if not isinstance(approval_id, str) or not 0 < len(approval_id) <= 128:
             issues.append(InputIssue("$.approval_id", "must be a string of 1 to 128 characters"))
         if not isinstance(resume, bool):
