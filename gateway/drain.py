@@ -11,8 +11,7 @@ the upstream may have started, with the terminal audit event (seed 001: invoke n
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import contextmanager
+from types import TracebackType
 from typing import Any
 
 # Time kept at the end of the grace period to build, record and send the cancelled envelopes:
@@ -38,33 +37,10 @@ class Drain:
     def running(self) -> int:
         return len(self._running)
 
-    @contextmanager
-    def track(self) -> Iterator[None]:
-        """The current task runs stages while inside: a drain may cancel it there."""
-        task = asyncio.current_task()
-        if task is None:  # pragma: no cover - pipelines always run in a task
-            yield
-            return
-        self._running.add(task)
-        self._idle.clear()
-        try:
-            yield
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            if task in self._cancelled:
-                # A library absorbed the drain's cancellation (redis-py turns one inside a
-                # command into a connection error): it is still the drain's, answered as such.
-                raise asyncio.CancelledError from exc
-            raise
-        else:
-            if task in self._cancelled:  # finished although cancelled: its own answer stands
-                self._cancelled.discard(task)
-                task.uncancel()
-        finally:
-            self._running.discard(task)
-            if not self._running:
-                self._idle.set()
+    def track(self) -> _Tracked:
+        """`with drain.track():` the current task runs stages inside; a drain may cancel it
+        there. A class, not a generator context manager: it is entered on every call."""
+        return _Tracked(self)
 
     def claimed(self) -> bool:
         """True once, in the task a drain cancelled: its cancellation is answered, not raised.
@@ -106,3 +82,42 @@ class Drain:
             self._cancelled.add(task)
             task.cancel()
         return victims
+
+
+class _Tracked:
+    __slots__ = ("_drain", "_task")
+
+    def __init__(self, drain: Drain) -> None:
+        self._drain = drain
+        self._task: asyncio.Task[Any] | None = None
+
+    def __enter__(self) -> None:
+        task = asyncio.current_task()
+        if task is None:  # pragma: no cover - pipelines always run in a task
+            return
+        self._task = task
+        self._drain._running.add(task)
+        self._drain._idle.clear()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        _tb: TracebackType | None,
+    ) -> None:
+        task, drain = self._task, self._drain
+        if task is None:  # pragma: no cover
+            return
+        drain._running.discard(task)
+        if not drain._running:
+            drain._idle.set()
+        if task not in drain._cancelled or isinstance(exc, asyncio.CancelledError):
+            return  # not the drain's, or its cancellation as such: the runner claims it
+        if exc is None:  # finished although cancelled: its own answer stands
+            drain._cancelled.discard(task)
+            task.uncancel()
+            return
+        if isinstance(exc, Exception):
+            # A library absorbed the drain's cancellation (redis-py turns one inside a command
+            # into a connection error): it is still the drain's, answered as such.
+            raise asyncio.CancelledError from exc
