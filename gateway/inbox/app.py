@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import secrets
 import time
@@ -38,7 +39,8 @@ from gateway.inbox import views
 from gateway.inbox.admin import AdminClient
 from gateway.inbox.auth import ApproverAuth, Human
 from gateway.inbox.book import ApprovalBook
-from gateway.inbox.session import SessionCodec
+from gateway.inbox.session import CsrfKeys
+from gateway.inbox.sessions import SessionStore, SessionsUnavailable
 from gateway.inbox.settings import InboxSettings
 from gateway.inbox.signin import SignIn
 from gateway.inbox.web import (
@@ -51,6 +53,7 @@ from gateway.inbox.web import (
     static_file,
     templates,
 )
+from gateway.redisconn import connect
 
 log = logging.getLogger("capgate.inbox")
 SSE_KEEPALIVE_S: Final = 15.0
@@ -68,12 +71,24 @@ class Inbox:
         *,
         client: AdminClient | None = None,
         clock: Callable[[], float] = time.time,
+        session_clock: Callable[[], float] | None = None,
     ) -> None:
+        """`settings.redis.url` must be set (`start_inbox` starts the embedded server when it
+        is not); `session_clock` (default `clock`) judges session expiry."""
         self.settings = settings
         self.clock = clock
         secret = settings.session_secret.encode() or secrets.token_bytes(32)
-        self.codec = SessionCodec(secret, lifetime_s=settings.session_lifetime_s, clock=clock)
-        self.auth = ApproverAuth(settings, self.codec)
+        self.csrf = CsrfKeys(secret)
+        self.redis = connect(settings.redis)
+        self.sessions = SessionStore(
+            self.redis,
+            prefix=settings.redis.key_prefix,
+            idle_s=settings.session_idle_s,
+            lifetime_s=settings.session_lifetime_s,
+            max_per_actor=settings.sessions_per_actor,
+            clock=session_clock or clock,
+        )
+        self.auth = ApproverAuth(settings, self.sessions)
         self.client = client or AdminClient(settings.admin, clock=clock)
         self.book = ApprovalBook(self.client, history_limit=settings.history_limit, clock=clock)
         self.secure_cookies = settings.base_url.startswith("https://")
@@ -92,7 +107,8 @@ class Inbox:
                 Route("/static/{name}", self.static),
                 Route("/healthz", self.health),
             ],
-            middleware=[Middleware(SecurityHeaders)],
+            middleware=[Middleware(SecurityHeaders, hsts=self.secure_cookies)],
+            exception_handlers={SessionsUnavailable: self._sessions_unavailable},
             lifespan=self._lifespan,
         )
 
@@ -107,21 +123,28 @@ class Inbox:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
             await self.client.close()
+            await self.redis.aclose()
 
     # -- helpers -------------------------------------------------------------------------
 
-    def human(self, request: Request) -> Human | None:
+    async def human(self, request: Request) -> Human | None:
         try:
-            return self.auth.authenticate(request.headers, request.cookies)
+            return await self.auth.authenticate(request.headers, request.cookies)
         except AuthenticationFailed:
             return None
+
+    async def _sessions_unavailable(self, _request: Request, _exc: Exception) -> Response:
+        log.warning("inbox: the session store (Redis) did not answer")
+        return self.error(
+            None, 503, "Sign-in unavailable", "Sessions cannot be read right now; try again."
+        )
 
     def render(self, name: str, human: Human | None, status: int = 200, **context: Any) -> Response:
         actor = human.actor if human else None
         shown = self._visible(human, self.book.pending()) if human else []
         base = {
             "human": actor,
-            "csrf": self.codec.csrf_token(human.binding) if human else "",
+            "csrf": human.csrf_token(self.csrf) if human else "",
             "can_sign_out": bool(human and human.source == "session"),
             "pending_count": len(shown),
             "live": self.book.live,
@@ -156,13 +179,13 @@ class Inbox:
     # -- pages ---------------------------------------------------------------------------
 
     async def pending_page(self, request: Request) -> Response:
-        return self._list_page(request, "pending")
+        return await self._list_page(request, "pending")
 
     async def history_page(self, request: Request) -> Response:
-        return self._list_page(request, "history")
+        return await self._list_page(request, "history")
 
-    def _list_page(self, request: Request, page: str) -> Response:
-        human = self.human(request)
+    async def _list_page(self, request: Request, page: str) -> Response:
+        human = await self.human(request)
         if human is None:
             return self._sign_in(request)
         q = request.query_params
@@ -183,7 +206,7 @@ class Inbox:
         )
 
     async def detail_page(self, request: Request) -> Response:
-        human = self.human(request)
+        human = await self.human(request)
         if human is None:
             return self._sign_in(request)
         return self._detail(human, request.path_params["approval_id"])
@@ -217,7 +240,7 @@ class Inbox:
     # -- state changes -------------------------------------------------------------------
 
     async def decide(self, request: Request) -> Response:
-        human = self.human(request)
+        human = await self.human(request)
         if human is None:
             return self.error(None, 401, "Signed out", "Sign in again to decide.")
         try:
@@ -227,7 +250,7 @@ class Inbox:
         refusal = self.refuse_state_change(request)
         if refusal is not None:
             return self.error(human, 403, "Refused", refusal)
-        if not self.codec.csrf_ok(human.binding, form.get("csrf", "")):
+        if not human.csrf_ok(self.csrf, form.get("csrf", "")):
             return self.error(
                 human,
                 403,
@@ -268,7 +291,7 @@ class Inbox:
     # -- live updates, static files, health ----------------------------------------------
 
     async def events(self, request: Request) -> Response:
-        human = self.human(request)
+        human = await self.human(request)
         if human is None:
             return Response("sign in first", status_code=401, media_type="text/plain")
         raw = request.query_params.get("since", "0")
@@ -284,6 +307,11 @@ class Inbox:
         yield b"retry: 2000\n\n"
         while not self.closing.is_set() and time.monotonic() < deadline:
             version = await self.book.wait_change(seen, SSE_KEEPALIVE_S)
+            if human.session is not None:  # signed out or expired meanwhile: stop here
+                current = await self.sessions.read(human.session.sid, touch=False)
+                if current is None:
+                    return
+                human = dataclasses.replace(human, actor=current.actor)
             if version == seen:
                 yield b": keep-alive\n\n"
                 continue

@@ -4,7 +4,8 @@ Order: an `Authorization: Bearer` JWT, then the proxy's signed identity assertio
 the session cookie set by the sign-in page. A credential that is presented but invalid is a
 failure — never a fall-through to a weaker one. JWTs and assertions are checked by
 `gateway.auth.jwt.JwtAuthenticator`, the gateway's own validation (pinned algorithms, exp,
-aud, iss allow-list, bounded lifetime).
+aud, iss allow-list, bounded lifetime), on every request; a session cookie is looked up in the
+server-side session store on every request (its roles with it: `gateway.inbox.sessions`).
 """
 
 from __future__ import annotations
@@ -14,31 +15,37 @@ from dataclasses import dataclass
 
 from gateway.auth.base import AuthenticationFailed
 from gateway.auth.jwt import JwtAuthenticator
-from gateway.inbox.session import (
-    SESSION_COOKIE,
-    SessionCodec,
-    identity_binding,
-    session_binding,
-)
+from gateway.inbox.session import SESSION_COOKIE, CsrfKeys, identity_binding
+from gateway.inbox.sessions import Session, SessionStore, csrf_matches
 from gateway.inbox.settings import InboxSettings
 from gateway.model import Actor
 
 
 @dataclass(frozen=True, slots=True)
 class Human:
-    """An authenticated approver and the binding its CSRF tokens derive from."""
+    """An authenticated approver, how it authenticated, and its session if it has one."""
 
     actor: Actor
-    binding: str
     source: str  # bearer | proxy | session
+    session: Session | None = None
+
+    def csrf_token(self, keys: CsrfKeys) -> str:
+        if self.session is not None:
+            return self.session.csrf
+        return keys.token(identity_binding(self.actor))
+
+    def csrf_ok(self, keys: CsrfKeys, token: str) -> bool:
+        if self.session is not None:
+            return csrf_matches(self.session, token)
+        return keys.ok(identity_binding(self.actor), token)
 
 
 class ApproverAuth:
-    def __init__(self, settings: InboxSettings, codec: SessionCodec) -> None:
+    def __init__(self, settings: InboxSettings, sessions: SessionStore) -> None:
         self.jwt = JwtAuthenticator(settings.jwt) if settings.jwt else None
         self.proxy = JwtAuthenticator(settings.proxy.jwt) if settings.proxy else None
         self.proxy_header = settings.proxy.header if settings.proxy else ""
-        self.codec = codec
+        self.sessions = sessions
 
     def verify_token(self, token: str) -> Actor:
         """A pasted bearer JWT (the sign-in page); `AuthenticationFailed` when invalid."""
@@ -46,23 +53,26 @@ class ApproverAuth:
             raise AuthenticationFailed("bearer tokens are not accepted here")
         return self.jwt.authenticate([("authorization", f"Bearer {token}")], {}, "")
 
-    def authenticate(self, headers: Mapping[str, str], cookies: Mapping[str, str]) -> Human | None:
-        """The human behind a request; None when no credential was presented."""
+    async def authenticate(
+        self, headers: Mapping[str, str], cookies: Mapping[str, str]
+    ) -> Human | None:
+        """The human behind a request; None when no credential was presented or the session
+        is over. `SessionsUnavailable` when the session store cannot be read."""
         authorization = headers.get("authorization")
         if authorization is not None:
             if self.jwt is None:
                 raise AuthenticationFailed("bearer tokens are not accepted here")
             actor = self.jwt.authenticate([("authorization", authorization)], {}, "")
-            return Human(actor, identity_binding(actor), "bearer")
+            return Human(actor, "bearer")
         if self.proxy is not None:
             assertion = headers.get(self.proxy_header)
             if assertion is not None:
                 actor = self.proxy.authenticate([("authorization", f"Bearer {assertion}")], {}, "")
-                return Human(actor, identity_binding(actor), "proxy")
+                return Human(actor, "proxy")
         cookie = cookies.get(SESSION_COOKIE)
         if cookie:
-            session = self.codec.read(cookie)
+            session = await self.sessions.read(cookie)
             if session is None:
-                return None  # expired or forged: sign in again
-            return Human(session.actor, session_binding(session), "session")
+                return None  # signed out, expired or never issued: sign in again
+            return Human(session.actor, "session", session)
         return None

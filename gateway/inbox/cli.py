@@ -57,7 +57,10 @@ async def _serve(settings: InboxSettings, ready_file: str | None) -> int:
     if ready_file:
         _write_ready(ready_file, running.url)
     log.info("capgate inbox serving on %s (admin %s)", running.url, settings.admin.address)
-    await running.task  # uvicorn stops on SIGINT / SIGTERM
+    try:
+        await running.task  # uvicorn stops on SIGINT / SIGTERM
+    finally:
+        await running.stop_embedded()  # a private session store goes with us
     return 0
 
 

@@ -26,6 +26,7 @@ from gateway.config.problems import ConfigError, Problem
 from gateway.config.schema import config_schema
 from gateway.config.source import SourceFile, parse, problem_at
 from gateway.inbox.settings import AdminConnection, InboxSettings, ProxyAuth, ServiceToken
+from gateway.settings import RedisSettings
 
 
 @functools.cache
@@ -124,6 +125,7 @@ def build(root: Mapping[str, Any], base: Path, **overrides: Any) -> InboxSetting
     approvers = root.get("approvers", {})
     proxy = approvers.get("proxy")
     session = root.get("session", {})
+    redis = root.get("redis", {})
     values: dict[str, Any] = {
         "admin": connection,
         "jwt": jwt_auth(approvers["jwt"], base) if "jwt" in approvers else None,
@@ -136,8 +138,15 @@ def build(root: Mapping[str, Any], base: Path, **overrides: Any) -> InboxSetting
         "listen": root.get("listen", "127.0.0.1:8080"),
         "base_url": root.get("base_url", ""),
         "auditor_roles": tuple(approvers.get("auditor_roles", ("auditor",))),
+        "redis": RedisSettings(
+            url=redis.get("url"),
+            key_prefix=redis.get("key_prefix", "capgate"),
+            data_dir=str(resolve(base, redis["data_dir"])) if "data_dir" in redis else "",
+        ),
         "session_secret": session.get("secret", ""),
         "session_lifetime_s": whole_seconds(session.get("lifetime", "8h")),
+        "session_idle_s": whole_seconds(session.get("idle_timeout", "30m")),
+        "sessions_per_actor": session.get("max_per_actor", 5),
         "history_limit": root.get("history_limit", 200),
     }
     values.update({k: v for k, v in overrides.items() if v is not None})

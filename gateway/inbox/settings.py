@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from gateway.settings import JwtAuth
+from gateway.settings import JwtAuth, RedisSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +55,13 @@ class InboxSettings:
     listen: str = "127.0.0.1:8080"
     base_url: str = ""  # the public URL; https makes cookies Secure
     auditor_roles: tuple[str, ...] = ("auditor",)
-    # HMAC key of session cookies and CSRF tokens; "" = random per process (restart = sign in).
+    # Sign-in sessions live here; no url = a private embedded redis-server (one process only),
+    # its data in `data_dir`/inbox-redis, or ("") in a temporary directory removed at stop.
+    redis: RedisSettings = field(default_factory=lambda: RedisSettings(data_dir=""))
+    # HMAC key of the CSRF tokens of header-authenticated requests and of the sign-in form;
+    # "" = random per process (a restart invalidates open forms, not sessions).
     session_secret: str = field(default="", repr=False)
-    session_lifetime_s: int = 8 * 3600
+    session_lifetime_s: int = 8 * 3600  # absolute: a session ends this long after sign-in
+    session_idle_s: int = 30 * 60  # or this long after its last request
+    sessions_per_actor: int = 5  # a human's older sessions end when a newer one exceeds it
     history_limit: int = 200

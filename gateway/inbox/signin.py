@@ -1,7 +1,8 @@
 """Signing in and out of the inbox with a bearer JWT pasted into a form.
 
-The token is validated like any gateway credential (`ApproverAuth.verify_token`); the session
-cookie it buys lasts no longer than the token. The sign-in form is protected against login CSRF
+The token is validated like any gateway credential (`ApproverAuth.verify_token`); the
+server-side session it buys (`gateway.inbox.sessions`) lasts no longer than the token, and
+signing out ends it at once. The sign-in form is protected against login CSRF
 (an attacker signing a victim into the attacker's account) by a token bound to a pre-session
 nonce in its own cookie; signing out needs the session's CSRF token.
 """
@@ -32,7 +33,7 @@ class SignIn:
         self.inbox = inbox
 
     async def page(self, request: Request) -> Response:
-        if self.inbox.human(request) is not None:
+        if await self.inbox.human(request) is not None:
             return RedirectResponse(safe_next(request.query_params.get("next")), status_code=303)
         return self._form(request.query_params.get("next"), None)
 
@@ -45,7 +46,7 @@ class SignIn:
             next=safe_next(next_path),
             error=error,
             title="Sign in",
-            csrf=self.inbox.codec.csrf_token(login_binding(nonce)),
+            csrf=self.inbox.csrf.token(login_binding(nonce)),
         )
         self.cookie(response, LOGIN_COOKIE, nonce, max_age=LOGIN_FORM_S)
         return response
@@ -57,7 +58,7 @@ class SignIn:
         except FormError as exc:
             return inbox.error(None, exc.status, "Bad request", str(exc))
         nonce = request.cookies.get(LOGIN_COOKIE, "")
-        token_ok = bool(nonce) and inbox.codec.csrf_ok(login_binding(nonce), form.get("csrf", ""))
+        token_ok = bool(nonce) and inbox.csrf.ok(login_binding(nonce), form.get("csrf", ""))
         refusal = inbox.refuse_state_change(request)
         if refusal is not None:
             return self._form(form.get("next"), refusal, 403)
@@ -70,17 +71,17 @@ class SignIn:
         except AuthenticationFailed as exc:
             # `reason` is a fixed public phrase ("wrong audience"), never token content.
             return self._form(form.get("next"), f"The token was refused: {exc.reason}.", 401)
-        value, session = inbox.codec.issue(actor, not_after=expires)
+        session = await inbox.sessions.create(actor, not_after=expires)
         response = RedirectResponse(safe_next(form.get("next")), status_code=303)
-        lifetime = max(1, int(session.expires_at - inbox.clock()))
-        self.cookie(response, SESSION_COOKIE, value, max_age=lifetime)
+        lifetime = max(1, int(session.expires_at - session.created))
+        self.cookie(response, SESSION_COOKIE, session.sid, max_age=lifetime)
         response.delete_cookie(LOGIN_COOKIE, path="/")
         log.info("inbox: %s signed in", actor.id)
         return response
 
     async def logout(self, request: Request) -> Response:
         inbox = self.inbox
-        human = inbox.human(request)
+        human = await inbox.human(request)
         if human is not None:
             try:
                 form = await read_form(request)
@@ -89,8 +90,11 @@ class SignIn:
             refusal = inbox.refuse_state_change(request)
             if refusal is not None:
                 return inbox.error(human, 403, "Refused", refusal)
-            if not inbox.codec.csrf_ok(human.binding, form.get("csrf", "")):
+            if not human.csrf_ok(inbox.csrf, form.get("csrf", "")):
                 return inbox.error(human, 403, "Refused", "Missing or invalid CSRF token.")
+            if human.session is not None:
+                await inbox.sessions.delete(human.session.sid)  # the cookie is dead from now
+                log.info("inbox: %s signed out", human.actor.id)
         response = RedirectResponse("/login", status_code=303)
         response.delete_cookie(SESSION_COOKIE, path="/")
         return response

@@ -34,6 +34,8 @@ HEADERS: Final = (
     ("permissions-policy", "camera=(), microphone=(), geolocation=()"),
     ("cache-control", "no-store"),
 )
+# Only behind an https base_url: a browser then refuses plain http to this host for a year.
+HSTS: Final = ("strict-transport-security", "max-age=31536000")
 MAX_FORM_BYTES: Final = 64 * 1024
 STATIC: Final = {
     "inbox.js": "text/javascript; charset=utf-8",
@@ -49,10 +51,11 @@ class FormError(Exception):
 
 
 class SecurityHeaders:
-    """ASGI middleware adding `HEADERS` to every HTTP response."""
+    """ASGI middleware adding `HEADERS` (and `HSTS` when asked) to every HTTP response."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, hsts: bool = False) -> None:
         self.app = app
+        self.headers = (*HEADERS, *((HSTS,) if hsts else ()))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -62,7 +65,7 @@ class SecurityHeaders:
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
-                for name, value in HEADERS:
+                for name, value in self.headers:
                     headers[name] = value
             await send(message)
 

@@ -17,8 +17,8 @@ from tests.inbox.inboxkit import Stack, gateway_settings, inbox_settings
 async def stack(redis_server: RedisProcess) -> AsyncIterator[Stack]:
     orders, port = await serve_orders("127.0.0.1:0")
     gw = await start(gateway_settings(f"127.0.0.1:{port}", redis_server.url))
-    inbox = await start_inbox(inbox_settings(gw.ports()["admin"]))
-    yield Stack(gw, inbox)
+    inbox = await start_inbox(inbox_settings(gw.ports()["admin"], redis_server.url))
+    yield Stack(gw, inbox, redis_server.url)
     await inbox.stop()
     await gw.stop(0.5)
     await orders.stop(0)

@@ -66,7 +66,7 @@ APPROVALS = {
 }
 
 
-def inbox_settings(admin_port: int, **overrides: Any) -> InboxSettings:
+def inbox_settings(admin_port: int, redis_url: str, **overrides: Any) -> InboxSettings:
     key = JwtKey(kid="hs1", alg="HS256", secret=JWT_SECRET)
     values: dict[str, Any] = {
         "admin": AdminConnection(
@@ -89,6 +89,7 @@ def inbox_settings(admin_port: int, **overrides: Any) -> InboxSettings:
             )
         ),
         "listen": "127.0.0.1:0",
+        "redis": RedisSettings(url=redis_url, key_prefix="capgate-inbox-test"),
         "session_secret": "session-secret-0123456789-0123456789",
     }
     return InboxSettings(**(values | overrides))
@@ -163,6 +164,7 @@ async def post_form(url: str, form: dict[str, str], **headers: str) -> Reply:
 class Stack:
     gw: Gateway
     inbox: RunningInbox
+    redis_url: str
 
     @property
     def url(self) -> str:

@@ -224,3 +224,22 @@ async def test_a_same_site_page_with_a_leaked_csrf_token_cannot_decide(
     await page.open(f"/approvals/{approval.id}")
     await page.click("#approve")
     await page.wait_text("#status", "approved")
+
+
+async def test_after_sign_out_the_old_session_cookie_is_refused(
+    page: Browser, stack: Stack
+) -> None:
+    await page.sign_in(human_token("bob"), "bob")
+    await page.open("/")
+    stolen = await page.do(page.driver.get_cookie, "capgate_inbox")
+    assert stolen is not None
+    await page.click("header form button.link")  # Sign out
+    await page.wait_for("#login")
+    # Someone kept the cookie (a copied value, another tab restored): it opens nothing now.
+    await page.do(
+        page.driver.add_cookie,
+        {"name": "capgate_inbox", "value": stolen["value"], "path": "/"},
+    )
+    await page.open("/history")
+    await page.wait_for("#login")
+    assert "/login" in await page.do(lambda: page.driver.current_url)

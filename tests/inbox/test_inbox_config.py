@@ -76,6 +76,15 @@ def test_the_config_file_loads_with_its_environment(tmp_path: Path) -> None:
     assert settings.proxy.jwt.max_lifetime_s == 300
     assert settings.auditor_roles == ("auditor", "compliance")
     assert settings.session_lifetime_s == 3600
+    assert (settings.session_idle_s, settings.sessions_per_actor) == (1800, 5)
+    # No redis.url: a private embedded server keeps the sessions (in a temporary directory).
+    assert settings.redis.url is None
+    assert settings.redis.data_dir == ""
+    placed = load_inbox_settings(
+        write(tmp_path, CONFIG + "redis: {data_dir: state, key_prefix: inbox}\n"), environ=ENV
+    )
+    assert placed.redis.data_dir == str(tmp_path / "state")
+    assert placed.redis.key_prefix == "inbox"
     assert settings.base_url.startswith("https://")
     assert JWT_SECRET not in repr(settings)  # secrets stay out of reprs and so out of logs
     override = load_inbox_settings(

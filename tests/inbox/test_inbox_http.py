@@ -4,7 +4,6 @@ session cookie), CSRF on every state change, refusals from ApprovalAdmin, live-u
 from __future__ import annotations
 
 import asyncio
-import base64
 import http.client
 import re
 import time
@@ -14,6 +13,7 @@ import orjson
 import pytest
 
 from capgate.v1 import types_pb2
+from gateway.inbox.app import Inbox
 from gateway.inbox.server import start_inbox
 from gateway.inbox.web import CSP
 from tests.inbox.inboxkit import (
@@ -48,11 +48,15 @@ def cookie(reply: Reply, name: str) -> str:
 
 async def sign_in(stack: Stack, name: str) -> str:
     """A session cookie header value for `name`, through the sign-in form."""
-    form = await get(stack.url + "/login")
+    return await sign_in_at(stack.url, name)
+
+
+async def sign_in_at(url: str, name: str, lifetime: int = 600) -> str:
+    form = await get(url + "/login")
     nonce = cookie(form, "capgate_inbox_login")
     done = await post_form(
-        stack.url + "/login",
-        {"csrf": csrf_of(form), "token": human_token(name), "next": "/"},
+        url + "/login",
+        {"csrf": csrf_of(form), "token": human_token(name, lifetime=lifetime), "next": "/"},
         cookie=f"capgate_inbox_login={nonce}",
     )
     assert done.status == 303, done.body
@@ -141,14 +145,97 @@ async def test_sign_in_sets_a_strict_http_only_session_cookie(stack: Stack) -> N
     assert 'id="me">bob<' in page.body
 
 
-async def test_a_tampered_session_cookie_is_not_a_session(stack: Stack) -> None:
+async def test_a_guessed_or_altered_session_cookie_is_not_a_session(stack: Stack) -> None:
     session = await sign_in(stack, "alice")
-    payload, mac = session.removeprefix("capgate_inbox=").split(".")
-    raw = orjson.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    raw["roles"] = ["manager", "admin"]
-    forged = base64.urlsafe_b64encode(orjson.dumps(raw)).decode().rstrip("=")
-    assert (await get(stack.url + "/", cookie=f"capgate_inbox={forged}.{mac}")).status == 303
+    sid = session.removeprefix("capgate_inbox=")
+    for bad in (sid[:-1] + ("A" if sid[-1] != "A" else "B"), sid + "x", "x" * 43, "a" * 5000):
+        assert (await get(stack.url + "/", cookie=f"capgate_inbox={bad}")).status == 303
     assert (await get(stack.url + "/", cookie=session)).status == 200
+
+
+async def test_after_sign_out_the_old_cookie_is_refused(stack: Stack) -> None:
+    """The cookie is a handle on a server-side session: signing out ends it everywhere."""
+    bob = await sign_in(stack, "bob")
+    page = await get(stack.url + "/", cookie=bob)
+    assert page.status == 200
+    out = await post_form(stack.url + "/logout", {"csrf": csrf_of(page)}, cookie=bob)
+    assert out.status == 303
+    assert out.headers["location"] == "/login"
+    replay = await get(stack.url + "/", cookie=bob)  # the same cookie, sent again
+    assert replay.status == 303
+    assert replay.headers["location"].startswith("/login")
+    assert (await get(stack.url + "/events", cookie=bob)).status == 401
+    assert (await get(stack.url + "/history", cookie=bob)).status == 303
+
+
+async def test_a_role_removed_at_sign_in_is_gone_from_open_sessions_on_the_next_request(
+    stack: Stack,
+) -> None:
+    approval = await stack.request_refund(845, "o-1012")
+    await stack.seen_by_inbox(approval.id)
+    old = await sign_in(stack, "bob")  # bob holds manager: the refund is his to decide
+    assert approval.id in (await get(stack.url + "/", cookie=old)).body
+    # bob's identity provider dropped manager; bob signs in again (another browser, say).
+    form = await get(stack.url + "/login")
+    nonce = cookie(form, "capgate_inbox_login")
+    fewer = human_token("bob", roles=["approver"])
+    done = await post_form(
+        stack.url + "/login",
+        {"csrf": csrf_of(form), "token": fewer, "next": "/"},
+        cookie=f"capgate_inbox_login={nonce}",
+    )
+    assert done.status == 303
+    listed = await get(stack.url + "/", cookie=old)  # the OLD session, next request
+    assert listed.status == 200
+    assert approval.id not in listed.body
+    assert 'class="roles">approver<' in listed.body
+    detail = await get(stack.url + f"/approvals/{approval.id}", cookie=old)
+    assert detail.status == 404
+
+
+async def test_sessions_end_when_idle_and_at_their_absolute_lifetime(stack: Stack) -> None:
+    """A second inbox on the same stack, its session expiry judged by an injected clock."""
+
+    class Clock:
+        offset = 0.0
+
+        def __call__(self) -> float:
+            return time.time() + self.offset
+
+    clock = Clock()
+    settings = inbox_settings(
+        stack.gw.ports()["admin"],
+        stack.redis_url,
+        session_idle_s=600,
+        session_lifetime_s=1800,
+    )
+    running = await start_inbox(settings, inbox=Inbox(settings, session_clock=clock))
+    try:
+        url = running.url
+        idle = await sign_in_at(url, "bob", lifetime=3000)
+        active = await sign_in_at(url, "carol", lifetime=3000)
+        for _ in range(3):  # carol works on; bob walked away
+            clock.offset += 500
+            assert (await get(url + "/", cookie=active)).status == 200
+        assert (await get(url + "/", cookie=idle)).status == 303  # 1500 s without a request
+        clock.offset += 300  # 1800 s after sign-in: the absolute limit, however active
+        assert (await get(url + "/", cookie=active)).status == 303
+    finally:
+        await running.stop()
+
+
+async def test_hsts_is_sent_behind_an_https_base_url_only(stack: Stack) -> None:
+    assert "strict-transport-security" not in (await get(stack.url + "/login")).headers
+    settings = inbox_settings(
+        stack.gw.ports()["admin"], stack.redis_url, base_url="https://inbox.example"
+    )
+    running = await start_inbox(settings)
+    try:
+        for path in ("/login", "/", "/static/inbox.css", "/nope"):
+            reply = await get(running.url + path)
+            assert reply.headers["strict-transport-security"] == "max-age=31536000", path
+    finally:
+        await running.stop()
 
 
 async def test_a_decision_needs_this_sessions_csrf_token_and_a_same_site_request(
@@ -289,7 +376,9 @@ async def test_a_decision_from_another_origin_is_refused_even_with_a_valid_token
 
 async def test_sign_in_and_out_need_the_configured_base_url_origin(stack: Stack) -> None:
     """With base_url set, the inbox's origin is the base URL's, not the address it answers on."""
-    settings = inbox_settings(stack.gw.ports()["admin"], base_url="http://inbox.example:8443")
+    settings = inbox_settings(
+        stack.gw.ports()["admin"], stack.redis_url, base_url="http://inbox.example:8443"
+    )
     running = await start_inbox(settings)
     try:
         form = await get(running.url + "/login")

@@ -78,7 +78,7 @@ async def test_the_allow_listed_certificate_decides_for_the_human(
     mtls_gateway: tuple[Gateway, Path],
 ) -> None:
     gw, d = mtls_gateway
-    stack = Stack(gw, None)  # type: ignore[arg-type]  # only its gateway helpers are used
+    stack = Stack(gw, None, "")  # type: ignore[arg-type]  # only its gateway helpers are used
     approval = await stack.request_refund(810, "o-1010")
     inbox, intruder = client(gw, d, "inbox"), client(gw, d, "intruder")
     try:
