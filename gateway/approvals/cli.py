@@ -312,6 +312,10 @@ def _transport_failure(exc: grpc.RpcError, args: argparse.Namespace) -> int:
     name = code.name if code else "UNKNOWN"
     details = exc.details() if isinstance(exc, grpc.Call) else ""
     sys.stderr.write(f"admin call failed: {name}: {details}\n")
+    if code == grpc.StatusCode.UNAUTHENTICATED and not (
+        args.token or os.environ.get("CAPGATE_TOKEN")
+    ):
+        sys.stderr.write("hint: no credentials given: pass --token JWT or set $CAPGATE_TOKEN\n")
     if code == grpc.StatusCode.UNAVAILABLE:
         hint = advice(
             args.admin, tls=not args.insecure, ca_file=args.ca, server_name=args.server_name

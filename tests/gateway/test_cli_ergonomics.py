@@ -203,6 +203,13 @@ async def test_an_untrusted_certificate_says_to_pass_ca_and_then_it_works(tls_ga
     assert done.stdout.startswith("ID")
 
 
+async def test_no_token_is_said_as_such(env: Env) -> None:
+    done = await acapgate("approvals", "list", "--admin", admin(env), "--insecure")
+    assert done.returncode == 3
+    assert "UNAUTHENTICATED" in done.stderr
+    assert "pass --token JWT or set $CAPGATE_TOKEN" in done.stderr
+
+
 async def test_nothing_listening_is_said_as_such() -> None:
     done = await acapgate("approvals", "list", "--admin", "127.0.0.1:1", "--insecure")
     assert done.returncode == 3
