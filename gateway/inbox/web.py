@@ -18,6 +18,8 @@ from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.inbox.reveal import plain, shown
+
 CSP: Final = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -146,6 +148,9 @@ def templates() -> Environment:
         lstrip_blocks=True,
     )
     env.filters["segment"] = segment
+    # Every caller-controlled value shown goes through these (gateway.inbox.reveal).
+    env.filters["shown"] = shown
+    env.filters["plain"] = plain
     return env
 
 

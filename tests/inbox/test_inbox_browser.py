@@ -243,3 +243,35 @@ async def test_after_sign_out_the_old_session_cookie_is_refused(
     await page.open("/history")
     await page.wait_for("#login")
     assert "/login" in await page.do(lambda: page.driver.current_url)
+
+
+async def test_bidi_and_invisible_characters_show_as_escapes_not_as_reordered_text(
+    page: Browser, stack: Stack
+) -> None:
+    account = "Refund to account \u202e9876-5432\u202c"
+    approval = await stack.request_refund(640, account, sub="mal\u200blory")
+    await stack.seen_by_inbox(approval.id)
+    await page.sign_in(human_token("bob"), "bob")
+    await page.open("/")
+    row = await page.text(f'tr[data-approval-id="{approval.id}"]')
+    assert "mal\\u200blory" in row
+    assert "\u200b" not in row
+    assert "contains invisible characters" in row
+    await page.open(f"/approvals/{approval.id}")
+    await page.wait_for("#input")
+    shown = await page.text("#input")  # element.text: what Chromium lays out, in order
+    assert "Refund to account \\u202e9876-5432\\u202c" in shown
+    assert "\u202e" not in shown
+    assert "2345-6789" not in shown
+    assert "contains invisible characters" in shown
+    assert "mal\\u200blory" in await page.text("#requester")
+    # The escape is marked: a span named after the character.
+    title = await page.script(
+        "return document.querySelector('#input .invisible').getAttribute('title');"
+    )
+    assert title == "U+202E RIGHT-TO-LEFT OVERRIDE"
+    # A note with an override reads as typed in the history.
+    await page.type("#note", "ok \u2066reversed\u2069")
+    await page.click("#reject")
+    await page.wait_text("#status", "rejected")
+    assert "ok \\u2066reversed\\u2069" in await page.text("#decision-note")
