@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import ssl
+from urllib.parse import urlsplit
 
 
 def _host_port(address: str) -> tuple[str, int] | None:
@@ -38,13 +39,15 @@ def _handshake(
     return True
 
 
-def speaks_tls(host: str, port: int, timeout_s: float = 2.0) -> bool | None:
+def speaks_tls(host: str, port: int, timeout_s: float = 2.0, *, h2: bool = True) -> bool | None:
     """True when a TLS handshake (no verification) completes, False when the peer accepts the
-    connection but does not answer with TLS, None when nothing accepts a connection there."""
+    connection but does not answer with TLS, None when nothing accepts a connection there.
+    `h2` offers ALPN h2, as a gRPC client does."""
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
-    context.set_alpn_protocols(["h2"])
+    if h2:
+        context.set_alpn_protocols(["h2"])
     try:
         return True if _handshake(host, port, context, timeout_s) else None
     except OSError:  # ssl.SSLError, a reset or a timeout: not a TLS server
@@ -101,4 +104,24 @@ def advice(
                 else "check --ca, and --server-name when the certificate names another host"
             )
             return f"the server at {address} speaks TLS, but its certificate: {problem}; {hint}"
+    return None
+
+
+def redis_advice(url: str, timeout_s: float = 2.0) -> str | None:
+    """The same for a Redis URL: `redis://` to a TLS server or `rediss://` to a plaintext one."""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname or "127.0.0.1", parts.port or 6379
+    except ValueError:
+        return None
+    if parts.scheme not in ("redis", "rediss"):
+        return None
+    where = f"{host}:{port}"
+    peer = speaks_tls(host, port, timeout_s, h2=False)
+    if peer is None:
+        return f"nothing accepts connections at {where}: is Redis running there?"
+    if parts.scheme == "redis" and peer:
+        return f"the server at {where} speaks TLS: use a rediss:// URL"
+    if parts.scheme == "rediss" and not peer:
+        return f"the server at {where} speaks plaintext, not TLS: use a redis:// URL"
     return None

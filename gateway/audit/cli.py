@@ -30,6 +30,7 @@ from redis.exceptions import RedisError
 from gateway.audit import stream
 from gateway.audit.events import InputHasher
 from gateway.cliargs import Parser, everywhere, redact
+from gateway.clitls import redis_advice
 from gateway.config.durations import parse_duration
 from gateway.config.loader import ConfigError, load_settings
 from gateway.redisconn import connect
@@ -119,8 +120,7 @@ def _connection(args: argparse.Namespace) -> tuple[str, str]:
     return url, key or "capgate:audit"
 
 
-async def _read(args: argparse.Namespace, out: IO[str]) -> int:
-    url, key = _connection(args)
+async def _read(args: argparse.Namespace, url: str, key: str, out: IO[str]) -> int:
     now = time.time()
     flt = stream.Filter(
         execution_id=args.execution_id,
@@ -187,21 +187,25 @@ def _hmac(args: argparse.Namespace, out: IO[str]) -> int:
 
 def run(argv: Sequence[str], out: IO[str]) -> int:
     args = _parser().parse_args(list(argv))
+    url = ""
     try:
         if args.command == "hmac":
             return _hmac(args, out)
-        return asyncio.run(_read(args, out))
+        url, key = _connection(args)
+        return asyncio.run(_read(args, url, key, out))
     except (UsageError, ConfigError) as exc:
         print(f"capgate audit: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         raise  # the reader went away (`| head`): the entry point ends quietly
     except (RedisError, OSError) as exc:
-        where = redact(getattr(args, "redis_url", None) or "the configured URL")
         print(
-            f"capgate audit: Redis at {where} is not reachable ({type(exc).__name__})",
+            f"capgate audit: Redis at {redact(url)} is not reachable ({type(exc).__name__})",
             file=sys.stderr,
         )
+        hint = redis_advice(url) if url else None
+        if hint:
+            print(f"hint: {hint}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -216,6 +216,16 @@ async def test_nothing_listening_is_said_as_such() -> None:
     assert "nothing accepts connections at 127.0.0.1:1" in done.stderr
 
 
+def test_audit_with_rediss_to_a_plaintext_redis_says_to_use_redis(
+    redis_server: RedisProcess,
+) -> None:
+    url = redis_server.url.replace("redis://", "rediss://user:pw-" + "z" * 20 + "@")
+    done = capgate("audit", "query", "--redis-url", url)
+    assert done.returncode == 1
+    assert "speaks plaintext, not TLS: use a redis:// URL" in done.stderr
+    assert "pw-" + "z" * 20 not in done.stderr  # the URL's password is not printed
+
+
 # -- --version, help, closed pipes -----------------------------------------------------------
 
 
