@@ -334,6 +334,8 @@ async def sample(pid: int, client: aioredis.Redis, t: float, load: Load) -> dict
         "redis_keys": float(await client.dbsize()),
         "approval_index_entries": await index_entries(client),
         "redis_used_memory": float(info["used_memory"]),
+        # Not judged: the stream grows to its cap (MAXLEN ~ 10000, docs/approvals.md) first.
+        "approval_events": float(await client.xlen(f"{PREFIX}:{{apr-events}}")),
         "rounds": float(load.rounds),
         "requests": float(sum(load.outcomes.values())),
     }
@@ -441,7 +443,8 @@ def _line(s: dict[str, float]) -> str:
     return (
         f"t={s['t']:7.1f}s rss={s['rss_kb'] / 1024:7.1f}MB fds={s['open_files']:4.0f} "
         f"keys={s['redis_keys']:6.0f} idx={s['approval_index_entries']:6.0f} "
-        f"redis_mem={s['redis_used_memory'] / 1048576:6.2f}MB requests={s['requests']:8.0f}"
+        f"redis_mem={s['redis_used_memory'] / 1048576:6.2f}MB events={s['approval_events']:6.0f} "
+        f"requests={s['requests']:8.0f}"
     )
 
 
