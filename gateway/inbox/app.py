@@ -193,7 +193,12 @@ class Inbox:
         source = self.book.pending() if page == "pending" else self.book.history()
         shown = self._visible(human, source)
         now = self.clock()
-        rows = [views.row(a, human.actor, now) for a in shown if filters.keep(a)]
+        refused = self.settings.reject_self_approval
+        rows = [
+            views.row(a, human.actor, now, self_approval_refused=refused)
+            for a in shown
+            if filters.keep(a)
+        ]
         return self.render(
             f"{page}.html",
             human,
@@ -225,7 +230,12 @@ class Inbox:
             if error is not None:  # refused, and not something this human may look at
                 return self.error(human, status, "Refused", f"{error['code']}: {error['message']}")
             return self.error(human, 404, "Not found", "No such approval, or not one you may see.")
-        r = views.row(approval, human.actor, self.clock())
+        r = views.row(
+            approval,
+            human.actor,
+            self.clock(),
+            self_approval_refused=self.settings.reject_self_approval,
+        )
         return self.render(
             "detail.html",
             human,

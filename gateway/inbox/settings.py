@@ -65,3 +65,6 @@ class InboxSettings:
     session_idle_s: int = 30 * 60  # or this long after its last request
     sessions_per_actor: int = 5  # a human's older sessions end when a newer one exceeds it
     history_limit: int = 200
+    # As the gateway's approvals.reject_self_approval: the page warns and withholds the buttons
+    # on one's own request only when the gateway refuses it (which it checks regardless).
+    reject_self_approval: bool = True

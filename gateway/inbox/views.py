@@ -84,10 +84,140 @@ def pretty_input(input_json: str) -> str:
     return text[:MAX_INPUT_CHARS]
 
 
-def row(approval: types_pb2.Approval, human: Actor, now: float) -> dict[str, Any]:
+SUMMARY_FIELDS: Final = 3
+SUMMARY_CHARS: Final = 40
+MAX_TREE_NODES: Final = 1000
+MAX_TREE_DEPTH: Final = 12
+HASH_PREFIX: Final = 12
+_KINDS: Final = {"user": "a user", "agent": "an agent", "service": "a service"}
+
+
+def _parsed(input_json: str) -> Any:
+    if not input_json or len(input_json) > MAX_INPUT_CHARS:
+        return None
+    try:
+        return json.loads(input_json)
+    except ValueError:
+        return None
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)  # numbers, true, false, null as JSON writes them
+
+
+def _truncated(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def summary(input_json: str) -> list[tuple[str, str]]:
+    """The first few top-level scalar fields of the (redacted) input, values truncated: what
+    tells one row of the list from the next."""
+    value = _parsed(input_json)
+    if not isinstance(value, dict):
+        return []
+    out = []
+    for key, item in value.items():
+        if isinstance(item, dict | list):
+            continue
+        out.append((_truncated(str(key), SUMMARY_CHARS), _truncated(_scalar(item), SUMMARY_CHARS)))
+        if len(out) == SUMMARY_FIELDS:
+            break
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One field of the input table: a scalar (`value`) or a nested object/array (`children`)."""
+
+    key: str
+    kind: str  # string, number, bool, null, object, array, more
+    value: str = ""
+    children: tuple[Node, ...] | None = None
+
+
+def input_tree(input_json: str) -> list[Node]:
+    """The input as rows for a table, nested values as sub-tables; bounded in nodes and depth
+    (the raw JSON view shows the rest)."""
+    value = _parsed(input_json)
+    if value is None:
+        return []
+    budget = [MAX_TREE_NODES]
+
+    def kind_of(item: Any) -> str:
+        if isinstance(item, bool):
+            return "bool"
+        if item is None:
+            return "null"
+        if isinstance(item, int | float):
+            return "number"
+        return "string"
+
+    def nodes(items: Iterable[tuple[str, Any]], depth: int, total: int) -> tuple[Node, ...]:
+        out: list[Node] = []
+        for index, (key, item) in enumerate(items):
+            if budget[0] <= 0:
+                out.append(Node("…", "more", f"{total - index} more in the raw JSON"))
+                break
+            budget[0] -= 1
+            if isinstance(item, dict | list):
+                out.append(branch(key, item, depth))
+            else:
+                out.append(Node(key, kind_of(item), _scalar(item)))
+        return tuple(out)
+
+    def branch(key: str, item: dict[str, Any] | list[Any], depth: int) -> Node:
+        pairs = list(item.items()) if isinstance(item, dict) else list(enumerate(item))
+        kind = "object" if isinstance(item, dict) else "array"
+        label = (
+            f"{len(pairs)} field{'s' if len(pairs) != 1 else ''}"
+            if kind == "object"
+            else (f"{len(pairs)} item{'s' if len(pairs) != 1 else ''}")
+        )
+        if depth >= MAX_TREE_DEPTH:
+            return Node(key, "more", f"{label}, nested too deep: see the raw JSON")
+        named = [(str(k) if kind == "object" else f"[{k}]", v) for k, v in pairs]
+        return Node(key, kind, label, nodes(named, depth + 1, len(named)))
+
+    if isinstance(value, dict | list):
+        top = branch("", value, 0)
+        return list(top.children or ())
+    return [Node("(value)", kind_of(value), _scalar(value))]
+
+
+def asking(actor: types_pb2.Actor) -> str:
+    """Who is asking, in words: "an agent", "a user", "a service" (else the kind as given)."""
+    return _KINDS.get(actor.kind, f"a {actor.kind}" if actor.kind else "an unnamed kind of caller")
+
+
+def decision_block(
+    approval: types_pb2.Approval, human: Actor, *, self_approval_refused: bool
+) -> str:
+    """Why this human may not decide (naming what is missing), or "" when it may."""
+    missing = sorted(set(approval.approvers.roles) - set(human.roles))
+    requester = approval.requester
+    if missing:
+        plural = "s" if len(missing) > 1 else ""
+        return f"You cannot decide this: you lack the role{plural} {', '.join(missing)}."
+    if self_approval_refused and (requester.issuer, requester.id) == (human.issuer, human.id):
+        return (
+            "You cannot decide this: you requested the call, and the gateway refuses self-approval."
+        )
+    return ""
+
+
+def row(
+    approval: types_pb2.Approval,
+    human: Actor,
+    now: float,
+    *,
+    self_approval_refused: bool = True,
+) -> dict[str, Any]:
     """Plain values of one approval for the templates."""
     created, expires = _seconds(approval.created_at), _seconds(approval.expires_at)
     requester = approval.requester
+    decided = approval.status != types_pb2.APPROVAL_STATUS_PENDING
     return {
         "id": approval.id,
         "capability": approval.capability_id,
@@ -108,9 +238,42 @@ def row(approval: types_pb2.Approval, human: Actor, now: float) -> dict[str, Any
         "decided_via": who(approval.decided_via) if approval.HasField("decided_via") else "",
         "note": approval.decision_note,
         "input_hash": approval.input_hash,
+        "hash_prefix": approval.input_hash[:HASH_PREFIX],
         "input": pretty_input(approval.input_json),
+        "summary": summary(approval.input_json),
+        "tree": input_tree(approval.input_json),
         "surface": approval.surface,
+        "message": approval.message,
+        "asking": asking(requester),
+        "requester_kind": requester.kind,
+        "requester_roles": list(requester.roles),
+        "created_iso": iso(approval.created_at),
+        "expires_iso": iso(approval.expires_at),
+        "decided_iso": iso(approval.decided_at) if approval.HasField("decided_at") else "",
+        "verdict": verdict(approval) if decided else "",
+        "self_approval_refused": self_approval_refused,
+        "cannot_decide": decision_block(
+            approval, human, self_approval_refused=self_approval_refused
+        ),
     }
+
+
+def iso(stamp: Any) -> str:
+    """RFC 3339 UTC for <time datetime=…> (the page's script adds the viewer's local time)."""
+    if not stamp.seconds and not stamp.nanos:
+        return ""
+    return datetime.fromtimestamp(_seconds(stamp), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def verdict(approval: types_pb2.Approval) -> str:
+    """What was decided: approved or rejected (consumed and executed were approved first);
+    expired when nobody decided."""
+    status = approval.status
+    if status == types_pb2.APPROVAL_STATUS_REJECTED:
+        return "rejected"
+    if status == types_pb2.APPROVAL_STATUS_EXPIRED:
+        return "expired undecided"
+    return "approved"
 
 
 def capabilities_of(approvals: Sequence[types_pb2.Approval]) -> list[str]:

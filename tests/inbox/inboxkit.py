@@ -45,8 +45,48 @@ def gateway_settings(orders_address: str, redis_url: str, **overrides: Any) -> S
         dataclasses.replace(cap, approval=APPROVALS[cap.id]) if cap.id in APPROVALS else cap
         for cap in settings.capabilities
     )
+    refund = next(cap for cap in capabilities if cap.id == "orders.refund")
+    capabilities += (
+        dataclasses.replace(
+            refund,
+            id="orders.bulk_refund",
+            description="Refund several orders of one customer at once.",
+            input_schema=BULK_REFUND_SCHEMA,
+            approval=ApprovalSpec(
+                required=True,
+                reason="Bulk refunds are reviewed by a manager.",
+                roles=("manager",),
+                expires_in_s=3600,
+            ),
+            redact=dataclasses.replace(refund.redact, approval_input=()),
+            policies=(),
+        ),
+    )
     return dataclasses.replace(settings, listeners=listeners, capabilities=capabilities)
 
+
+# A capability whose input nests (objects in arrays in objects), for the input table.
+BULK_REFUND_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["customer", "orders"],
+    "properties": {
+        "customer": {"type": "string"},
+        "reason": {"type": "string"},
+        "orders": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "order_id": {"type": "string"},
+                    "amount": {"type": "number"},
+                    "lines": {"type": "array", "items": {"type": "object"}},
+                },
+            },
+        },
+        "notify": {"type": "object"},
+    },
+}
 
 # More kinds of approval than tests/gateway/gateway.yaml declares (its refunds need approval by
 # policy): a destructive, critical purge for admins and a cancellation for managers.

@@ -14,9 +14,10 @@ import pytest
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, types_pb2
+from gateway.inbox.server import start_inbox
 from tests.gateway.harness import token
 from tests.inbox.browserkit import Browser, ForeignPage, chromium
-from tests.inbox.inboxkit import Stack, human_token
+from tests.inbox.inboxkit import Stack, human_token, inbox_settings
 
 pytestmark = pytest.mark.e2e
 # The README's screenshot is refreshed only on request (UPDATE_SCREENSHOT=1), so that a test
@@ -112,6 +113,10 @@ async def test_a_new_request_appears_live_is_approved_and_the_requester_resumes(
     await page.wait_for(f'tr[data-approval-id="{approval.id}"]')
     await page.click(f'tr[data-approval-id="{approval.id}"] a.open')
     await page.wait_for("#decide")
+    table = await page.text("#input-table")
+    assert "order_id o-1001" in table
+    assert "amount 900" in table
+    await page.click("#raw-json summary")  # the raw JSON, one click away
     shown = await page.text("#input")
     assert '"order_id": "o-1001"' in shown
     assert '"amount": 900' in shown
@@ -144,7 +149,7 @@ async def test_a_rejection_is_final_for_the_requester(page: Browser, stack: Stac
     assert code(await stack.resume(approval.id)) == "APPROVAL_REJECTED"
 
 
-async def test_approvalAdmin_refuses_an_approver_without_the_role_and_self_approval(
+async def test_only_those_who_may_decide_get_the_buttons_and_the_gateway_still_refuses(
     page: Browser, stack: Stack
 ) -> None:
     # An auditor sees every approval but lacks the manager role the refund requires.
@@ -152,8 +157,21 @@ async def test_approvalAdmin_refuses_an_approver_without_the_role_and_self_appro
     await stack.seen_by_inbox(approval.id)
     await page.sign_in(human_token("auditor"), "audrey")
     await page.open(f"/approvals/{approval.id}")
-    assert "manager" in await page.text("#lacks")
-    await page.click("#approve")
+    why = await page.text("#cannot-decide")
+    assert "you lack the role manager" in why
+    assert await page.script("return document.querySelectorAll('#decide, #approve').length") == 0
+    # The page is no control: a hand-made form post is refused by ApprovalAdmin.
+    await page.script(
+        "const f = document.createElement('form'); f.method = 'post';"
+        " f.action = location.pathname + '/decide';"
+        " for (const [k, v] of [['verdict', 'approve'], ['input_hash', arguments[0]],"
+        "   ['csrf', arguments[1]]]) {"
+        "   const i = document.createElement('input'); i.type = 'hidden'; i.name = k;"
+        "   i.value = v; f.appendChild(i); }"
+        " document.body.appendChild(f); f.submit();",
+        approval.input_hash,
+        await page.script("return document.querySelector('header input[name=csrf]').value;"),
+    )
     await page.wait_text("#refusal", "FORBIDDEN")
     assert (await stack.approval(approval.id)).status == PENDING
 
@@ -161,8 +179,8 @@ async def test_approvalAdmin_refuses_an_approver_without_the_role_and_self_appro
     await stack.seen_by_inbox(mine.id)
     await page.sign_in(human_token("carol"), "carol")
     await page.open(f"/approvals/{mine.id}")
-    await page.click("#approve")
-    await page.wait_text("#refusal", "APPROVAL_SELF_APPROVAL")
+    assert "the gateway refuses self-approval" in await page.text("#cannot-decide")
+    assert await page.script("return document.querySelectorAll('#approve').length") == 0
     assert (await stack.approval(mine.id)).status == PENDING
 
 
@@ -178,6 +196,8 @@ async def test_hostile_input_and_identities_render_as_inert_text(
     assert evil_id in await page.do(lambda: row.text)
     await page.open(f"/approvals/{approval.id}")
     await page.wait_for("#input")
+    assert evil_order in await page.text("#input-table")
+    await page.click("#raw-json summary")
     assert evil_order in await page.text("#input")
     assert evil_id in await page.text("#requester")
     counts = await page.script(
@@ -259,6 +279,8 @@ async def test_bidi_and_invisible_characters_show_as_escapes_not_as_reordered_te
     assert "contains invisible characters" in row
     await page.open(f"/approvals/{approval.id}")
     await page.wait_for("#input")
+    assert "Refund to account \\u202e9876-5432\\u202c" in await page.text("#input-table")
+    await page.click("#raw-json summary")
     shown = await page.text("#input")  # element.text: what Chromium lays out, in order
     assert "Refund to account \\u202e9876-5432\\u202c" in shown
     assert "\u202e" not in shown
@@ -275,3 +297,90 @@ async def test_bidi_and_invisible_characters_show_as_escapes_not_as_reordered_te
     await page.click("#reject")
     await page.wait_text("#status", "rejected")
     assert "ok \\u2066reversed\\u2069" in await page.text("#decision-note")
+
+
+async def test_what_an_approver_needs_to_decide_is_on_the_page(page: Browser, stack: Stack) -> None:
+    await clear_pending(stack)
+    small = await stack.request_refund(610, "o-2001")
+    large = await stack.request_refund(4200, "o-2002")
+    bulk = await stack.request(
+        "orders.bulk_refund",
+        {
+            "customer": "c-77",
+            "orders": [{"order_id": "o-3001", "amount": 25, "lines": [{"sku": "mug-2"}]}],
+            "notify": {"email": True},
+        },
+        actor="bot",
+    )
+    for approval in (small, large, bulk):
+        await stack.seen_by_inbox(approval.id)
+    await page.do(
+        page.driver.execute_cdp_cmd, "Emulation.setTimezoneOverride", {"timezoneId": "Asia/Tokyo"}
+    )
+    await page.sign_in(human_token("bob"), "bob")
+    await page.open("/")
+    # Rows tell the requests apart by their input's key fields.
+    rows = {}
+    for approval in (small, large, bulk):
+        rows[approval.id] = await page.text(f'tr[data-approval-id="{approval.id}"] .input-summary')
+    assert "order_id: o-2001" in rows[small.id].replace("\n", " ")
+    assert "amount: 4200" in rows[large.id].replace("\n", " ")
+    assert "customer: c-77" in rows[bulk.id].replace("\n", " ")
+    assert len(set(rows.values())) == 3
+
+    await page.open(f"/approvals/{bulk.id}")
+    await page.wait_for("#input-table")
+    assert "an agent: bot-7 (test-idp)" in await page.text("#requester")
+    assert "Bulk refunds are reviewed by a manager." in await page.text("#reasons")
+    assert await page.text("#policy-message")
+    table = await page.text("#input-table")
+    assert "customer c-77" in table
+    assert "1 item" in table
+    assert "o-3001" not in table  # nested values start folded
+    await page.click("#input-table details > summary")  # orders: 1 item
+    assert "[0]\n3 fields" in await page.text("#input-table")
+    await page.click("#input-table details details > summary")  # [0]: 3 fields
+    assert "order_id o-3001" in await page.text("#input-table")
+    assert await page.text("#input") == ""  # raw JSON: folded, one click away
+    await page.click("#raw-json summary")
+    assert '"customer": "c-77"' in await page.text("#input")
+    # Local time beside UTC, from the static script (the CSP allows no inline script).
+    utc = await page.text("#requested time.utc")
+    local = await page.text("#requested span.local")
+    assert utc.endswith("UTC")
+    assert "GMT+9" in local or "JST" in local, local
+    assert await page.script("return document.querySelectorAll('main script').length") == 0
+
+    await page.type("#note", "Checked with the customer.")
+    await page.click("#approve")
+    await page.wait_text("#status", "approved")
+    await page.open("/history")
+    history = await page.text(f'tr[data-approval-id="{bulk.id}"]')
+    assert "approved" in history
+    assert "Checked with the customer." in history
+    assert bulk.input_hash[:12] in history
+    assert "customer: c-77" in history.replace("\n", " ")
+    assert "bob (test-idp)" in history
+
+
+async def test_the_self_approval_warning_follows_the_gateways_setting(
+    page: Browser, stack: Stack
+) -> None:
+    mine = await stack.request_refund(760, "o-2003", actor="carol")
+    await stack.seen_by_inbox(mine.id)
+    await page.sign_in(human_token("carol"), "carol")
+    await page.open(f"/approvals/{mine.id}")
+    assert "refuses self-approval" in await page.text("#cannot-decide")
+    # An inbox told the gateway allows self-approval shows no warning and offers the buttons.
+    settings = inbox_settings(
+        stack.gw.ports()["admin"], stack.redis_url, reject_self_approval=False
+    )
+    running = await start_inbox(settings)
+    try:
+        other = Browser(page.driver, running.url)
+        await other.sign_in(human_token("carol"), "carol")
+        await other.open(f"/approvals/{mine.id}")
+        await other.wait_for("#approve")
+        assert "self-approval" not in await other.text("main")
+    finally:
+        await running.stop()

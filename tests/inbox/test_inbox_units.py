@@ -132,3 +132,56 @@ def test_durations_and_return_paths_read_well_and_stay_on_site() -> None:
     assert safe_next("/approvals/a1") == "/approvals/a1"
     for hostile in ("//evil.example", "https://evil.example", "/\\evil", "javascript:x", None):
         assert safe_next(hostile) == "/"
+
+
+def test_the_input_summary_takes_the_first_scalar_fields_truncated() -> None:
+    text = '{"order": {"id": 1}, "a": "x", "b": 2, "c": true, "d": null}'
+    assert views.summary(text) == [("a", "x"), ("b", "2"), ("c", "true")]
+    long = views.summary('{"k": "' + "y" * 100 + '"}')
+    assert len(long[0][1]) == views.SUMMARY_CHARS
+    assert long[0][1].endswith("…")
+    for other in ("", "[1, 2]", '"text"', "not json", "{" * 10):
+        assert views.summary(other) == []
+
+
+def test_the_input_tree_nests_and_stays_bounded() -> None:
+    tree = views.input_tree('{"a": 1, "b": {"c": [true, null, "s"]}}')
+    assert [(n.key, n.kind, n.value) for n in tree] == [
+        ("a", "number", "1"),
+        ("b", "object", "1 field"),
+    ]
+    (c,) = tree[1].children or ()
+    assert (c.key, c.kind, c.value) == ("c", "array", "3 items")
+    assert [(n.key, n.kind, n.value) for n in c.children or ()] == [
+        ("[0]", "bool", "true"),
+        ("[1]", "null", "null"),
+        ("[2]", "string", "s"),
+    ]
+    wide = views.input_tree("[" + ",".join(["1"] * 5000) + "]")
+    assert len(wide) == views.MAX_TREE_NODES + 1
+    assert (wide[-1].kind, wide[-1].value) == ("more", "4000 more in the raw JSON")
+    deep = views.input_tree('{"x": ' * 30 + "1" + "}" * 30)
+    node = deep[0]
+    depth = 1
+    while node.children:
+        node, depth = node.children[0], depth + 1
+    assert node.kind == "more"
+    assert depth == views.MAX_TREE_DEPTH
+    assert views.input_tree("7") == [views.Node("(value)", "number", "7")]
+
+
+def test_who_may_decide_is_said_naming_what_is_missing() -> None:
+    approval = types_pb2.Approval(
+        approvers=types_pb2.ApproverConstraint(roles=["manager", "finance"]),
+        requester=types_pb2.Actor(id="bob", issuer="idp", kind="agent"),
+    )
+    nobody = Actor(id="eve", kind="user", issuer="idp", roles=("manager",))
+    assert views.decision_block(approval, nobody, self_approval_refused=True) == (
+        "You cannot decide this: you lack the role finance."
+    )
+    bob = Actor(id="bob", kind="user", issuer="idp", roles=("manager", "finance"))
+    assert "refuses self-approval" in views.decision_block(
+        approval, bob, self_approval_refused=True
+    )
+    assert views.decision_block(approval, bob, self_approval_refused=False) == ""
+    assert views.asking(approval.requester) == "an agent"

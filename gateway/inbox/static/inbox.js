@@ -4,6 +4,33 @@
 "use strict";
 
 (function () {
+  // Beside every UTC time the server wrote (<time class="utc" datetime=...>), the viewer's
+  // local time, as text. Idempotent: live refreshes call it again on the new content.
+  function localTimes(root) {
+    for (const el of root.querySelectorAll("time.utc")) {
+      const next = el.nextElementSibling;
+      if (next && next.classList.contains("local")) {
+        continue;
+      }
+      const at = new Date(el.getAttribute("datetime"));
+      if (isNaN(at.getTime())) {
+        continue;
+      }
+      const local = document.createElement("span");
+      local.className = "local";
+      local.textContent = at.toLocaleString(undefined, {
+        year: "numeric",
+        month: "short",
+        day: "numeric",
+        hour: "2-digit",
+        minute: "2-digit",
+        timeZoneName: "short",
+      });
+      el.after(local);
+    }
+  }
+  localTimes(document);
+
   const main = document.getElementById("live");
   if (!main || !main.dataset.events) {
     return;
@@ -32,6 +59,7 @@
       const live = document.getElementById("live");
       live.replaceChildren(...Array.from(next.childNodes).map((n) => document.adoptNode(n)));
       live.dataset.version = next.dataset.version;
+      localTimes(live);
       const count = page.getElementById("pending-count");
       const mine = document.getElementById("pending-count");
       if (count && mine) {
