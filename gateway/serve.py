@@ -51,6 +51,8 @@ def _needs_redis(settings: Settings) -> bool:
         settings.approvals.enabled
         or settings.idempotency.enabled
         or "redis" in settings.audit.sinks
+        # MCP sessions go to a configured Redis so that any replica serves them (docs/mcp.md).
+        or (settings.redis.url is not None and any(x.protocol == "mcp" for x in settings.listeners))
     )
 
 
@@ -362,7 +364,7 @@ async def start(
         from gateway.mcp.server import start_mcp_listeners  # noqa: PLC0415 - HTTP stack if used
 
         try:
-            gw.mcp = await start_mcp_listeners(settings, lambda: holder.current, runtime)
+            gw.mcp = await start_mcp_listeners(settings, lambda: holder.current, runtime, redis)
         except BaseException:
             await gw.stop(0)  # the gRPC listeners and everything above
             raise

@@ -41,13 +41,14 @@ from gateway.mcp.protocol import (
     McpHandler,
     Reply,
 )
-from gateway.mcp.sessions import Session, SessionStore
+from gateway.mcp.sessions import Session, SessionsFull, SessionStore, SessionsUnavailable
 from gateway.model import Actor, Limits
 from gateway.settings import Listener, McpSettings
 from gateway.telemetry import tracing
 
 Encoding = Literal["json", "sse"]
 _ALLOW: Final = "POST, DELETE, OPTIONS"
+_RETRY: Final = {"retry-after": "1"}
 _MEDIA: Final = (("json", "application/json"), ("sse", "text/event-stream"))
 
 
@@ -223,9 +224,14 @@ class McpApp:
             )
         except AuthenticationFailed as exc:
             return self._unauthorized(host, exc.reason if credentials else None)
-        if method == "DELETE":
-            return self._delete(request, actor)
-        return await self._post(request, actor)
+        try:
+            if method == "DELETE":
+                return await self._delete(request, actor)
+            return await self._post(request, actor)
+        except SessionsUnavailable:
+            return _fail(503, "Service Unavailable: sessions cannot be reached.", headers=_RETRY)
+        except SessionsFull:
+            return _fail(503, "Service Unavailable: no room for another session.", headers=_RETRY)
 
     def _unauthorized(self, host: str, reason: str | None) -> Response:
         resource = guard.resource_url(self._settings, scheme=self._scheme, host=host)
@@ -233,15 +239,15 @@ class McpApp:
         message = f"Unauthorized: {reason}." if reason else "Unauthorized: bearer token required."
         return _fail(401, message, headers={"www-authenticate": header})
 
-    def _delete(self, request: Request, actor: Actor) -> Response:
+    async def _delete(self, request: Request, actor: Actor) -> Response:
         session_id = request.headers.get("mcp-session-id")
         if not session_id:
             return _fail(400, "Bad Request: Mcp-Session-Id header required.")
-        if not self._sessions.close(session_id, actor.identity):
+        if not await self._sessions.close(session_id, actor.identity):
             return _fail(404, "Session not found.")
         return Response(None, 204)
 
-    def _session(self, request: Request, actor: Actor) -> Session | Response:
+    async def _session(self, request: Request, actor: Actor) -> Session | Response:
         """The request's session. Its `MCP-Protocol-Version`, when sent, must be one spoken on
         sessions (400, the spec's answer to an invalid or unsupported version); the session
         keeps the version `initialize` negotiated, and an absent header means that one."""
@@ -255,7 +261,7 @@ class McpApp:
         session_id = request.headers.get("mcp-session-id")
         if not session_id:
             return _fail(400, "Bad Request: Mcp-Session-Id header required.")
-        session = self._sessions.get(session_id, actor.identity)
+        session = await self._sessions.get(session_id, actor.identity)
         if session is None:
             return _fail(404, "Session not found.")
         return session
@@ -288,7 +294,7 @@ class McpApp:
         if modern.is_modern(version, SUPPORTED_VERSIONS, session=with_session):
             return await self._post_modern(request, actor, message, encoding)
         if message.kind != "request" or message.method not in SESSIONLESS:
-            session = self._session(request, actor)
+            session = await self._session(request, actor)
             if isinstance(session, Response):
                 return session
         if message.kind != "request":
@@ -306,7 +312,7 @@ class McpApp:
         """A JSON-RPC batch, which only 2025-03-26 sessions may send (later revisions removed
         batches; `initialize` is never part of one). Messages run one after another in order;
         each request gets its own answer, an invalid member its own error."""
-        session = self._session(request, actor)
+        session = await self._session(request, actor)
         if isinstance(session, Response):
             return session
         if session.protocol_version not in BATCH_VERSIONS or not values:

@@ -107,7 +107,7 @@ class McpHandler:
         if stateless and method in _HANDSHAKE_ONLY:
             raise RpcError(METHOD_NOT_FOUND, "Method not found.")
         if method == "initialize":
-            return self._initialize(message.params, actor)
+            return await self._initialize(message.params, actor)
         if method == "ping":
             return Reply({})
         if method == "server/discover":
@@ -121,13 +121,13 @@ class McpHandler:
     def _capabilities(self) -> dict[str, Any]:
         return {"tools": {"listChanged": False}}
 
-    def _initialize(self, params: dict[str, Any], actor: Actor) -> Reply:
+    async def _initialize(self, params: dict[str, Any], actor: Actor) -> Reply:
         requested = params.get("protocolVersion")
         if not isinstance(requested, str):
             raise _INVALID_PARAMS
         # Version negotiation: the client's version when spoken here, else the newest one.
         version = requested if requested in SUPPORTED_VERSIONS else SUPPORTED_VERSIONS[0]
-        session = self._sessions.open(actor.identity, version)
+        session = await self._sessions.open(actor.identity, version)
         result = {
             "protocolVersion": version,
             "capabilities": self._capabilities(),

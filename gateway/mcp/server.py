@@ -14,6 +14,7 @@ import socket
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import uvicorn
 
@@ -23,7 +24,12 @@ from gateway.call import Runtime
 from gateway.mcp import guard
 from gateway.mcp.http import McpApp
 from gateway.mcp.protocol import McpHandler
-from gateway.mcp.sessions import SessionStore
+from gateway.mcp.sessions import (
+    MAX_SESSIONS_PER_ACTOR,
+    LocalSessions,
+    RedisSessions,
+    SessionStore,
+)
 from gateway.model import Limits
 from gateway.settings import Listener, McpSettings, Settings
 from gateway.snapshot import Snapshot
@@ -110,13 +116,25 @@ def build_app(
     *,
     limits: Limits,
     scheme: str,
+    redis: Any = None,
+    key_prefix: str = "capgate",
 ) -> McpApp:
     if listener.auth != "jwt" or listener.jwt is None:
         raise ValueError(f"listener {listener.name!r}: MCP listeners need auth 'jwt'")
     settings = listener.mcp or McpSettings()
-    sessions = SessionStore(
-        idle_timeout_s=settings.session_idle_timeout_s, max_sessions=settings.max_sessions
-    )
+    sessions: SessionStore
+    if redis is not None:  # any worker or replica serves any session
+        sessions = RedisSessions(
+            redis,
+            prefix=key_prefix,
+            listener=listener.name,
+            idle_timeout_s=settings.session_idle_timeout_s,
+            per_actor=min(MAX_SESSIONS_PER_ACTOR, settings.max_sessions),
+        )
+    else:  # no Redis anywhere in this gateway: the sessions of this process only
+        sessions = LocalSessions(
+            idle_timeout_s=settings.session_idle_timeout_s, max_sessions=settings.max_sessions
+        )
     handler = McpHandler(listener, snapshot, runtime, sessions)
     host, _ = split_address(listener.address)
     return McpApp(
@@ -138,9 +156,19 @@ async def start_mcp_listener(
     runtime: Runtime,
     *,
     limits: Limits,
+    redis: Any = None,
+    key_prefix: str = "capgate",
 ) -> McpListener:
     tls = listener.tls
-    app = build_app(listener, snapshot, runtime, limits=limits, scheme="https" if tls else "http")
+    app = build_app(
+        listener,
+        snapshot,
+        runtime,
+        limits=limits,
+        scheme="https" if tls else "http",
+        redis=redis,
+        key_prefix=key_prefix,
+    )
     # Read and checked once (a pair that does not match refuses the listener); uvicorn loads
     # the very bytes that were checked, so a rotation in between is seen by the first poll.
     files = CertificateFiles(listener.name, tls.cert_file, tls.key_file) if tls else None
@@ -179,12 +207,25 @@ async def start_mcp_listener(
 
 
 async def start_mcp_listeners(
-    settings: Settings, snapshot: Callable[[], Snapshot], runtime: Runtime
+    settings: Settings,
+    snapshot: Callable[[], Snapshot],
+    runtime: Runtime,
+    redis: Any = None,
 ) -> list[McpListener]:
-    """Start every `protocol: mcp` listener of `settings`."""
+    """Start every `protocol: mcp` listener of `settings`; `redis`: the gateway's client, where
+    sessions live whenever there is one (else in this process)."""
     limits = envelope_limits(settings)
     started: list[McpListener] = []
     for listener in settings.listeners:
         if listener.protocol == "mcp":
-            started.append(await start_mcp_listener(listener, snapshot, runtime, limits=limits))
+            started.append(
+                await start_mcp_listener(
+                    listener,
+                    snapshot,
+                    runtime,
+                    limits=limits,
+                    redis=redis,
+                    key_prefix=settings.redis.key_prefix,
+                )
+            )
     return started

@@ -92,8 +92,8 @@ def test_mcp_port_is_on_the_container_service_and_network_policy() -> None:
     service = rendered.one("Service", "demo-capgate")
     port = next(p for p in service["spec"]["ports"] if p["name"] == "mcp")
     assert (port["port"], port["targetPort"], port["appProtocol"]) == (7445, "mcp", "http")
-    # Sessions are per gateway process: the values ask for client affinity.
-    assert service["spec"]["sessionAffinity"] == "ClientIP"
+    # Sessions live in Redis: any replica serves any session, so the Service has no affinity.
+    assert "sessionAffinity" not in service["spec"]
 
     policy = rendered.one("NetworkPolicy", "demo-capgate")
     agents = policy["spec"]["ingress"][0]
@@ -159,6 +159,16 @@ def test_schema_refuses_mcp_listeners_the_gateway_would_refuse(overrides: dict[s
     assert result.returncode != 0
     assert SCHEMA_REFUSAL in result.stderr, result.stderr
     assert template([SIDECAR], set_json=[_mcp()]).returncode == 0, "the baseline must pass"
+
+
+def test_client_ip_affinity_is_gone_and_a_values_file_asking_for_it_is_told() -> None:
+    # MCP sessions live in Redis (any replica serves any session): the chart has no
+    # service.sessionAffinity any more, and the schema names a stale key rather than ignore it.
+    result = template([VALUES], set_json=['service={"sessionAffinity": "ClientIP"}'])
+    assert result.returncode != 0
+    assert SCHEMA_REFUSAL in result.stderr, result.stderr
+    assert "sessionAffinity" in result.stderr
+    assert template([VALUES]).returncode == 0, "the baseline must pass"
 
 
 def test_mcp_on_a_grpc_tcp_listener_is_refused() -> None:

@@ -11,7 +11,7 @@ import yaml
 
 from gateway.config import ConfigError, config_schema, load_settings, parse_duration
 from gateway.mcp.names import APPROVAL_TOOL, build_table, default_tool_name
-from gateway.mcp.sessions import SessionStore
+from gateway.mcp.sessions import LocalSessions, SessionsFull
 from gateway.settings import McpSettings
 
 SECRET = "mcp-test-secret-0123456789-0123456789"
@@ -207,17 +207,26 @@ class _Clock:
         return self.now
 
 
-def test_sessions_expire_when_idle_and_belong_to_their_actor():
+async def test_local_sessions_expire_when_idle_and_belong_to_their_actor():
     clock = _Clock()
-    store = SessionStore(idle_timeout_s=60, max_sessions=2, clock=clock)
-    alice = ("idp", "alice")
-    session = store.open(alice, "2025-11-25")
-    assert store.get(session.id, ("idp", "carol")) is None
+    store = LocalSessions(idle_timeout_s=60, max_sessions=4, per_actor=2, clock=clock)
+    alice, bob = ("idp", "alice"), ("idp", "bob")
+    session = await store.open(alice, "2025-11-25")
+    assert await store.get(session.id, ("idp", "carol")) is None
     clock.now = 59
-    assert store.get(session.id, alice) is session  # use renews it
+    assert await store.get(session.id, alice) is session  # use renews it
     clock.now = 59 + 61
-    assert store.get(session.id, alice) is None
-    first, second, third = (store.open(alice, "2025-11-25") for _ in range(3))
-    assert store.get(first.id, alice) is None  # least recently used first out
-    assert store.get(second.id, alice) is second
-    assert store.get(third.id, alice) is third
+    assert await store.get(session.id, alice) is None
+    kept = await store.open(bob, "2025-11-25")
+    first, second, third = [await store.open(alice, "2025-11-25") for _ in range(3)]
+    assert await store.get(first.id, alice) is None  # alice's own least recently used first out
+    assert await store.get(second.id, alice) is second
+    assert await store.get(third.id, alice) is third
+    assert await store.get(kept.id, bob) is kept  # never another actor's
+    await store.open(bob, "2025-11-25")
+    with pytest.raises(SessionsFull):  # full of live sessions: refused, nobody evicted
+        await store.open(("idp", "dave"), "2025-11-25")
+    assert len(store) == 4
+    clock.now += 61  # all idle: room again
+    await store.open(("idp", "dave"), "2025-11-25")
+    assert len(store) == 1

@@ -1,0 +1,139 @@
+"""Handshake-era sessions in Redis: any gateway process serves any session, each actor holds a
+bounded number of them, and one actor opening many never ends another actor's session."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx2
+import pytest
+import redis.asyncio as aioredis
+
+from gateway.mcp.sessions import MAX_SESSIONS_PER_ACTOR
+from gateway.redis_server import RedisProcess
+from tests.gateway.conftest import gateway_environ
+from tests.gateway.harness import ready_ports
+from tests.mcp.mcpkit import ACCEPT, McpEnv, bearer, initialize_body, request, session_headers
+
+pytestmark = pytest.mark.integration
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent.parent
+PREFIX = "capgate-mcp-test"
+
+
+@pytest.fixture
+async def two_gateways(
+    mcp_env: McpEnv, redis_server: RedisProcess
+) -> AsyncIterator[tuple[str, str]]:
+    """Two `capgate serve` processes on one config and one Redis; their MCP base URLs."""
+    run = Path(tempfile.mkdtemp(prefix="cgm-"))
+    environ = gateway_environ(mcp_env.orders_address, redis_server.url, str(run))
+    procs: list[subprocess.Popen[bytes]] = []
+    urls: list[str] = []
+    try:
+        for n in range(2):
+            ready = run / f"ready-{n}.json"
+            argv = [sys.executable, "-m", "gateway.cli", "serve", "--config"]
+            argv += [str(HERE / "gateway.yaml"), "--ready-file", str(ready), "--no-watch"]
+            with open(run / f"serve-{n}.log", "ab") as log:  # noqa: ASYNC230 - at setup
+                procs.append(
+                    subprocess.Popen(  # noqa: ASYNC220 - started once, reaped off-loop
+                        argv, cwd=ROOT, env=environ, stdout=log, stderr=subprocess.STDOUT
+                    )
+                )
+            ports = await ready_ports(ready, timeout_s=60)
+            urls.append(f"http://127.0.0.1:{ports['mcp']}")
+        yield urls[0], urls[1]
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                await asyncio.to_thread(proc.wait, 20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+
+async def test_two_gateway_processes_serve_one_session_alternately(
+    two_gateways: tuple[str, str],
+) -> None:
+    first, second = two_gateways
+    async with httpx2.AsyncClient(timeout=20) as http:
+        opened = await http.post(
+            f"{first}/mcp",
+            json=initialize_body(),
+            headers={"authorization": bearer("alice"), "accept": ACCEPT},
+        )
+        assert opened.status_code == 200
+        session = opened.headers["mcp-session-id"]
+        for n, base in enumerate([second, first, second, first]):
+            listed = await http.post(
+                f"{base}/mcp", json=request(10 + n, "tools/list"), headers=session_headers(session)
+            )
+            assert listed.status_code == 200, (base, listed.text)
+            assert "orders_get" in {t["name"] for t in listed.json()["result"]["tools"]}
+        called = await http.post(
+            f"{second}/mcp",
+            json=request(
+                20, "tools/call", {"name": "orders_get", "arguments": {"order_id": "o-1001"}}
+            ),
+            headers=session_headers(session),
+        )
+        assert called.json()["result"]["isError"] is False
+        # Still the session's own actor only, on either process.
+        stranger = await http.post(
+            f"{second}/mcp", json=request(21, "ping"), headers=session_headers(session, "bob")
+        )
+        assert stranger.status_code == 404
+        closed = await http.delete(f"{second}/mcp", headers=session_headers(session))
+        assert closed.status_code == 204
+        gone = await http.post(
+            f"{first}/mcp", json=request(22, "ping"), headers=session_headers(session)
+        )
+        assert gone.status_code == 404
+
+
+async def test_one_actor_opening_many_sessions_never_ends_another_actors(
+    mcp_env: McpEnv, redis_server: RedisProcess
+) -> None:
+    async with mcp_env.http() as http:
+        alices = await mcp_env.initialize(http, "alice")
+        bobs = [await mcp_env.initialize(http, "bob") for _ in range(MAX_SESSIONS_PER_ACTOR + 5)]
+
+        async def status(session: str, actor: str) -> int:
+            response = await http.post(
+                "/mcp", json=request(1, "ping"), headers=session_headers(session, actor)
+            )
+            return response.status_code
+
+        assert await status(alices, "alice") == 200
+        # Bob's own least recently used sessions made room for his newest ones.
+        assert [await status(s, "bob") for s in bobs[:5]] == [404] * 5
+        assert [await status(s, "bob") for s in bobs[5:]] == [200] * MAX_SESSIONS_PER_ACTOR
+    client = aioredis.Redis.from_url(redis_server.url)
+    try:
+        indexes = [k async for k in client.scan_iter(f"{PREFIX}:mcp:mcp:*:a")]
+        sizes = sorted([await client.zcard(k) for k in indexes])
+        assert sizes[-1] == MAX_SESSIONS_PER_ACTOR  # bob's, bounded
+        for key in [k async for k in client.scan_iter(f"{PREFIX}:mcp:mcp:*:s:*")]:
+            assert 0 < await client.pttl(key) <= 3600 * 1000  # the idle timeout (default 1h)
+    finally:
+        await client.aclose()
+
+
+async def test_a_session_id_of_another_shape_is_unknown_without_a_lookup(mcp_env: McpEnv) -> None:
+    async with mcp_env.http() as http:
+        for junk in ["x", "a" * 65, "../../etc", "id with spaces"]:
+            response = await http.post(
+                "/mcp",
+                json=request(1, "ping"),
+                headers={**session_headers("placeholder"), "mcp-session-id": junk},
+            )
+            assert response.status_code == 404, junk
