@@ -58,6 +58,7 @@ class Runtime:
     # randomness by default, a fixed sequence in tests.
     jitter: Callable[[], float] = random.random
     drain: Drain = field(default_factory=Drain)  # calls in flight, answered at shutdown
+    cache: Any = None  # gateway.cache.store.ResultCache | None (docs/cache.md)
 
 
 @dataclass(eq=False, slots=True)
@@ -91,4 +92,8 @@ class Call:
     output: Any = None
     state: types_pb2.ExecutionState = types_pb2.EXECUTION_STATE_NOT_STARTED
     denial_reason: str = ""
+    # The result cache (gateway/stages/cache.py): "hit" or "miss" once looked up, and the
+    # entry's key a miss stores the output under after stage 12.
+    cache: str = ""
+    cache_key: str = ""
     extra: dict[str, Any] = field(default_factory=dict)

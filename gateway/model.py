@@ -89,6 +89,17 @@ class ApprovalSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class CacheSpec:
+    """A capability's result cache (docs/cache.md): how long an entry answers, who shares it
+    (`actor`, `shared`, or `key` = the CEL key expression's text), the largest output stored."""
+
+    ttl_s: float
+    scope: Literal["actor", "shared", "key"] = "actor"
+    key: str = ""  # the scope key expression when scope == "key"
+    max_bytes: int = 65536
+
+
+@dataclass(frozen=True, slots=True)
 class Capability:
     id: str
     description: str
@@ -108,6 +119,9 @@ class Capability:
     policies: tuple[str, ...] = ()
     limits: Limits = Limits()
     schema_version: str = ""  # digest of the input schema, bound into approvals (§12)
+    cache: CacheSpec | None = None  # none/read capabilities only (docs/cache.md)
+    map_input: str | None = None  # CEL building the upstream request at stage 11
+    map_input_schema: Mapping[str, Any] | None = None  # what map_input builds (procedure)
 
     def exposed_on(self, surface: Surface) -> bool:
         # SI-1: exactly True; anything else (False, absent, "yes") is not exposed.

@@ -23,6 +23,7 @@ from gateway.jsonvalue import dumps
 from gateway.stages import Outcome, Replayed, Suspended
 from gateway.stages.actor import check_actor
 from gateway.stages.approval import approval_gate
+from gateway.stages.cache import cache_lookup, cache_store, unless_cached
 from gateway.stages.controls import attach_controls
 from gateway.stages.exposure import check_exposure
 from gateway.stages.identity import assign_execution_id
@@ -64,6 +65,14 @@ class Stage:
         object.__setattr__(self, "label", (self.name,))
 
 
+# The result cache (ADR 0024, docs/cache.md). The lookup after controls (10): stages 1-10 ran,
+# so exposure, validation, policies, the approval gate, execution-phase policies, the
+# idempotency claim and `capability.started` are never skipped by a hit. The store right after
+# output validation (12): only an output stage 12 accepted is stored, validated and before
+# post-hooks and redaction, which run per request on a hit too.
+CACHE_LOOKUP = Stage(10, "cache-lookup", cache_lookup)
+CACHE_STORE = Stage(12, "cache-store", cache_store)
+
 # Seed 001, stages 2-13 (1 is the listener; 14-15 are the runner's completion).
 INVOKE: tuple[Stage, ...] = (
     Stage(2, "execution-identity", assign_execution_id),
@@ -80,9 +89,12 @@ INVOKE: tuple[Stage, ...] = (
     Stage(8, "approval-gate", approval_gate),
     Stage(9, "execution-policies", evaluate_execution_policies, "agent.policy_evaluation"),
     Stage(10, "controls", attach_controls),
+    CACHE_LOOKUP,
     # agent.procedure_execution: a CLIENT span per attempt, opened in stages/invoke.py.
-    Stage(11, "procedure-invocation", invoke_procedure),
-    Stage(12, "output-validation", validate_output),
+    # Stages 11-12 do nothing when the cache supplied the validated output.
+    Stage(11, "procedure-invocation", unless_cached(invoke_procedure)),
+    Stage(12, "output-validation", unless_cached(validate_output)),
+    CACHE_STORE,
     Stage(13, "redaction", redact_output),
 )
 

@@ -23,6 +23,7 @@ from gateway.audit.approvals import ApprovalAudit
 from gateway.audit.otlp import OtlpLogSink
 from gateway.audit.sinks import AuditLog, RedisStreamSink, Sink, StreamSink
 from gateway.auth.actor_token import ActorTokenSigner
+from gateway.cache.store import ResultCache, cache_key
 from gateway.call import Runtime
 from gateway.cliargs import Parser
 from gateway.config.everything import Loaded, load_everything, located
@@ -53,6 +54,7 @@ def _needs_redis(settings: Settings) -> bool:
         or "redis" in settings.audit.sinks
         # MCP sessions go to a configured Redis so that any replica serves them (docs/mcp.md).
         or (settings.redis.url is not None and any(x.protocol == "mcp" for x in settings.listeners))
+        or any(c.cache is not None for c in settings.capabilities)
     )
 
 
@@ -326,6 +328,16 @@ async def start(
             settings=settings.approvals,
             clock=runtime.wall,
             on_transition=on_transition,
+        )
+    if redis is not None:  # cached capabilities may come with a reload too (docs/cache.md)
+        cache = settings.cache
+        runtime.cache = ResultCache(
+            redis,
+            prefix=prefix,
+            key=cache_key(cache.key) if cache.key else os.urandom(32),
+            timeout_s=cache.timeout_s,
+            max_entries=cache.max_entries,
+            clock=lambda: runtime.wall(),  # noqa: PLW0108 - tests swap runtime.wall
         )
     if redis is not None and settings.idempotency.enabled:
         runtime.idempotency = RedisIdempotencyStore(

@@ -196,6 +196,16 @@ class NotifySettings:
 
 
 @dataclass(frozen=True, slots=True)
+class CacheSettings:
+    """The result cache (docs/cache.md): the encryption key (empty: one random key per
+    process), how long Redis may take before a call goes on uncached, entries per capability."""
+
+    key: str = ""
+    timeout_s: float = 0.05
+    max_entries: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
 class Defaults:
     timeout_s: float = 30.0
     deadline_margin_s: float = 0.05
@@ -219,5 +229,6 @@ class Settings:
     actor_token: ActorTokenSettings = ActorTokenSettings()
     notify: NotifySettings = NotifySettings()
     defaults: Defaults = Defaults()
+    cache: CacheSettings = CacheSettings()  # the result cache (docs/cache.md)
     source: str = ""  # path of the file or directory
     revision: str = ""  # sha256 of the config files (short hex)

@@ -16,6 +16,7 @@ import orjson
 from google.protobuf.descriptor_pool import DescriptorPool
 
 from capgate.v1 import gateway_pb2, procedure_pb2_grpc
+from gateway.cache.scope import ScopeKey, ScopeKeyError
 from gateway.config.problems import PathParts, format_path
 from gateway.model import Capability
 from gateway.outputexpr import OutputExpr, OutputExprError
@@ -29,6 +30,7 @@ from gateway.upstream.descriptors import (
     resolve_method,
 )
 from gateway.upstream.errors import UpstreamConfigError
+from gateway.upstream.mapinput import InputMapper, MapInputError
 from gateway.upstream.schema import derive_schema
 from gateway.validation import SchemaValidator
 from policy import LoadIssue, Phase, PolicyLoadError, PolicySet, load_policy_set
@@ -78,6 +80,10 @@ class Prepared:
     inline_approver: Any  # capgate.v1.Approver stub when approval.inline_approver is set
     descriptor: gateway_pb2.CapabilityDescriptor
     policy_value: Mapping[str, Any]
+    # The result cache's scope (docs/cache.md) and the input mapper (stage 11), both compiled
+    # and type-checked at load; None when the capability has none.
+    cache_scope: ScopeKey | None = None
+    input_mapper: InputMapper | None = None
     # The phases in which some policy can take a stance on this capability, computed once per
     # snapshot (stages 7 and 9 skip the others without asking the policy set). None: unknown,
     # so the stages ask (never a silent skip).
@@ -167,6 +173,7 @@ async def _prepare(
         input_schema: Mapping[str, Any] = cap.input_schema
         call = procedure_call(channel, cap.id, upstream=upstream)
         method = cap.method or PROCEDURE_METHOD
+        request_schema = cap.map_input_schema
     else:
         descriptors = await _descriptors(upstream, pool, cache, reflection=reflection)
         if descriptors is None:
@@ -184,8 +191,10 @@ async def _prepare(
         )
         call = grpc_call(channel, info, upstream=upstream)
         method = info.full_method
+        request_schema = derive_schema(info.input) if cap.map_input else None
+    extras = _cache_and_mapper(cap, parts, input_schema, request_schema, problems)
     try:
-        return _finish(
+        prepared = _finish(
             cap,
             settings=settings,
             pool=pool,
@@ -196,6 +205,39 @@ async def _prepare(
     except (OutputExprError, UpstreamConfigError, ValueError) as exc:
         problems.append(SnapshotProblem(parts, f"capability {cap.id}: {exc}"))
         return None
+    if extras is None:
+        return None
+    return dataclasses.replace(prepared, cache_scope=extras[0], input_mapper=extras[1])
+
+
+def _cache_and_mapper(
+    cap: Capability,
+    parts: PathParts,
+    input_schema: Mapping[str, Any],
+    request_schema: Mapping[str, Any] | None,
+    problems: list[SnapshotProblem],
+) -> tuple[ScopeKey | None, InputMapper | None] | None:
+    """The compiled cache scope and input mapper; None after recording why they do not
+    compile (file:line of `cache.scope` or `map_input`)."""
+    scope = mapper = None
+    ok = True
+    if cap.cache is not None:
+        try:
+            scope = ScopeKey(cap.cache)
+        except ScopeKeyError as exc:
+            problems.append(
+                SnapshotProblem((*parts, "cache", "scope"), f"capability {cap.id}: {exc}")
+            )
+            ok = False
+    if cap.map_input is not None and request_schema is not None:
+        try:
+            mapper = InputMapper(
+                cap.map_input, request_schema=request_schema, input_schema=input_schema
+            )
+        except MapInputError as exc:
+            problems.append(SnapshotProblem((*parts, "map_input"), f"capability {cap.id}: {exc}"))
+            ok = False
+    return (scope, mapper) if ok else None
 
 
 def _finish(

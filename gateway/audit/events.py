@@ -204,6 +204,8 @@ def completion_fields(call: Call, duration_ms: float) -> dict[str, Any]:
     upstream_s = call.extra.get("upstream_s")
     if upstream_s:
         fields["upstream_ms"] = round(upstream_s * 1000, 3)
+    if call.cache:
+        fields["cache"] = call.cache  # hit | miss, capabilities with a cache (docs/cache.md)
     fields["stances"] = stances(call)
     return fields
 

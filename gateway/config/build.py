@@ -19,11 +19,20 @@ from gateway.config.context import plain, resolve
 from gateway.config.durations import parse_duration, whole_seconds
 from gateway.config.revision import SHORT_HASH
 from gateway.mcp.config import mcp_settings
-from gateway.model import ApprovalSpec, Capability, Limits, RedactRule, RedactSpec, RetrySpec
+from gateway.model import (
+    ApprovalSpec,
+    CacheSpec,
+    Capability,
+    Limits,
+    RedactRule,
+    RedactSpec,
+    RetrySpec,
+)
 from gateway.settings import (
     ActorTokenSettings,
     ApprovalSettings,
     AuditSettings,
+    CacheSettings,
     Defaults,
     IdempotencySettings,
     JwtAuth,
@@ -187,6 +196,10 @@ class _Builder:
         redact = node.get("redact", {})
         approval = node.get("approval", {})
         version = {"input_schema": input_schema, "method": method, "upstream": upstream.name}
+        map_input = node.get("map_input")
+        map_schema = plain(node["map_input_schema"]) if "map_input_schema" in node else None
+        if map_input is not None:  # what reaches the upstream changes: approvals must not resume
+            version |= {"map_input": map_input, "map_input_schema": map_schema}
         return Capability(
             id=node["id"],
             description=node["description"],
@@ -210,6 +223,9 @@ class _Builder:
             limits=dataclasses.replace(limits, **_kw(node.get("limits"), _LIMITS)),
             # §12: approvals bind this digest; a changed schema, upstream or method refuses Resume.
             schema_version=short_sha256(canonical_json(version)),
+            cache=_cache(node.get("cache")),
+            map_input=map_input,
+            map_input_schema=map_schema,
             **_kw(
                 node,
                 {
@@ -237,6 +253,19 @@ _APPROVAL: Spec = {
 _LIMITS: Spec = {
     k: (k, _same) for k in ("max_bytes", "max_depth", "max_list_length", "max_string_length")
 }
+
+
+def _cache(node: Any) -> CacheSpec | None:
+    if not isinstance(node, Mapping):
+        return None
+    scope = node.get("scope", "actor")
+    key = scope["key"] if isinstance(scope, Mapping) else ""
+    return CacheSpec(
+        ttl_s=parse_duration(node["ttl"]),
+        scope="key" if key else scope,
+        key=key,
+        max_bytes=node.get("max_bytes", 65536),
+    )
 
 
 def _rules(nodes: Any) -> tuple[RedactRule, ...]:
@@ -292,6 +321,12 @@ def build_settings(root: Mapping[str, Any], base: Path, *, source: str, revision
         actor_token=ActorTokenSettings(**_kw(root.get("actor_token"), _actor_token_spec(path))),
         notify=_notify(root.get("notify")),
         defaults=defaults,
+        cache=CacheSettings(
+            **_kw(
+                root.get("cache"),
+                _simple("key", "max_entries") | {"timeout": ("timeout_s", parse_duration)},
+            )
+        ),
         source=source,
         revision=revision,
     )

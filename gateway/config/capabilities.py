@@ -104,6 +104,7 @@ def check_capabilities(ctx: Ctx, methods: dict[str, Methods]) -> None:
         low, high = seconds_of(retry, "initial_backoff"), seconds_of(retry, "max_backoff")
         if low is not None and high is not None and high < low:
             ctx.fail((*parts, "retry", "max_backoff"), "must not be less than initial_backoff")
+        _check_cache_and_mapper(ctx, cap, parts, upstreams)
         _warn(cap, cap_id, surfaces)
 
 
@@ -134,6 +135,32 @@ def _check_target(
     elif any(known[method]):
         message = f"{who}: {method} is a streaming method; only unary methods are supported"
         ctx.fail((*parts, "method"), message)
+
+
+def _check_cache_and_mapper(ctx: Ctx, cap: LDict, parts: PathParts, upstreams: LDict) -> None:
+    """docs/cache.md: a cache only where a repeat is harmless; map_input_schema describes what
+    map_input builds for a procedure upstream (a grpc method's request message does that).
+    The CEL texts are type-checked with the snapshot, where the upstream messages are known."""
+    effect = cap.get("side_effect")
+    if "cache" in cap and effect not in ("none", "read"):
+        ctx.fail(
+            (*parts, "cache"),
+            f"only capabilities with side_effect none or read are cached, not {effect}",
+        )
+    kind = text(mapping(upstreams.get(text(cap, "upstream"))), "kind", "grpc")
+    if "map_input_schema" in cap:
+        if "map_input" not in cap:
+            ctx.fail((*parts, "map_input_schema"), "only used with map_input")
+        elif kind != "procedure":
+            ctx.fail(
+                (*parts, "map_input_schema"),
+                "grpc upstreams: the method's request message is the schema",
+            )
+        _check_json_schema(ctx, cap.get("map_input_schema"), (*parts, "map_input_schema"))
+    elif "map_input" in cap and kind == "procedure":
+        ctx.fail(
+            (*parts, "map_input"), "a procedure upstream needs map_input_schema with map_input"
+        )
 
 
 def _check_json_schema(ctx: Ctx, schema: Any, parts: PathParts) -> None:

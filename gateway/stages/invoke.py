@@ -17,9 +17,12 @@ from capgate.v1 import types_pb2
 from gateway.audit.events import build
 from gateway.call import Call, Runtime
 from gateway.errors import CapabilityError, Event
+from gateway.stages.policies import eval_request
 from gateway.telemetry import child_span, metrics, traceparent
 from gateway.upstream.call import Metadata, UpstreamCall, call_with_retry
 from gateway.upstream.state import ATTEMPTS_KEY, UPSTREAM_STATUS_KEY, ExecutionState, state_of
+from policy import Phase
+from policy.bindings import bindings_for
 
 _STATES = {
     ExecutionState.NOT_STARTED: types_pb2.EXECUTION_STATE_NOT_STARTED,
@@ -132,11 +135,18 @@ async def invoke_procedure(call: Call, rt: Runtime) -> None:
         metrics.retries.add((prepared.capability.id,))
         rt.audit.emit(build(Event.RETRIED, call, rt.wall(), attempt=attempt, code=err.code.value))
 
+    request = call.input
+    if prepared.input_mapper is not None:
+        # map_input (ADR 0024): the upstream request, built from the validated input; a
+        # failure leaves the state NOT_STARTED. Never logged; approvals bound call.input.
+        req = eval_request(call, rt, with_input=True)
+        assert req.now is not None
+        request = prepared.input_mapper.apply(bindings_for(Phase.INVOCATION, req, req.now, {}))
     call.state = types_pb2.EXECUTION_STATE_UNKNOWN  # from here on the effect may have happened
     try:
         output, attempts = await call_with_retry(
             _Attempts(call, prepared.upstream_call),
-            call.input,
+            request,
             metadata=metadata,
             capability=prepared.capability,
             deadline=call.deadline,

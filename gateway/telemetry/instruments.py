@@ -252,6 +252,24 @@ class Metrics:
             "{event}",
             ("sink", "reason"),
         )
+        self.cache_lookups = Counter(
+            "capgate.cache.lookups",
+            "Result cache lookups by capability and result (hit, miss, unavailable, unscoped).",
+            "{lookup}",
+            ("capability", "result"),
+        )
+        self.cache_stores = Counter(
+            "capgate.cache.stores",
+            "Outputs offered to the result cache by result (stored, too_large, unavailable).",
+            "{store}",
+            ("capability", "result"),
+        )
+        self.cache_evictions = Counter(
+            "capgate.cache.evictions",
+            "Entries evicted to keep a capability within cache.max_entries.",
+            "{entry}",
+            ("capability",),
+        )
         self.audit_written = Counter(
             "capgate.audit.written", "Audit events delivered, by sink.", "{event}", ("sink",)
         )

@@ -98,7 +98,8 @@ def test_unexpected_errors_reach_callers_only_as_the_generic_message() -> None:
 def test_invocation_stage_order_is_seed_001() -> None:
     numbers = [s.number for s in pipeline.INVOKE]
     # Stage 4 has two rows: exposure, then the input-free hide policies (ADR 0016).
-    assert numbers == [2, 3, 4, 4, *range(5, 14)]
+    # The cache rows (ADR 0024): the lookup after 10, the store after 12.
+    assert numbers == [2, 3, 4, 4, 5, 6, 7, 8, 9, 10, 10, 11, 12, 12, 13]
     names = [s.name for s in pipeline.INVOKE]
     assert names == [
         "execution-identity",
@@ -111,8 +112,10 @@ def test_invocation_stage_order_is_seed_001() -> None:
         "approval-gate",
         "execution-policies",
         "controls",
+        "cache-lookup",
         "procedure-invocation",
         "output-validation",
+        "cache-store",
         "redaction",
     ]
     # The seed's table (its lines 11-26) numbers stages 1-15: the adapter (1) is the listener,
@@ -126,8 +129,9 @@ def test_invocation_stage_order_is_seed_001() -> None:
 def test_resume_re_enters_at_the_approval_gate_and_continues_at_stage_9() -> None:
     numbers = [s.number for s in pipeline.RESUME]
     assert numbers[:2] == [2, 8]
-    assert numbers[-5:] == [9, 10, 11, 12, 13]
-    assert pipeline.RESUME[-5:] == pipeline.INVOKE[-5:]
+    # With the cache rows, which do nothing on Resume (ADR 0024).
+    assert numbers[-7:] == [9, 10, 10, 11, 12, 12, 13]
+    assert pipeline.RESUME[-7:] == pipeline.INVOKE[-7:]
 
 
 def test_error_docs_are_generated_from_the_table() -> None:

@@ -1,0 +1,82 @@
+"""Who shares a capability's cache entries (docs/cache.md): `actor` (the caller's issuer and
+id), `shared` (every caller), or a CEL key expression over `actor`, `capability`, `request` and
+`surface` (e.g. `actor.attributes.tenant`), type-checked at load to a string or an integer and
+compiled once. It cannot read `input`: the validated input is in every key already."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from cel_expr_python import cel
+
+from gateway.model import Actor, CacheSpec
+from policy.backends.celexpr import timestamp
+from policy.schematypes import CONTEXT_TYPES, TypeBuilder
+
+__all__ = ["ScopeKey", "ScopeKeyError"]
+
+_VARIABLES: Final = ("actor", "capability", "request")
+_KINDS: Final = (cel.Type.STRING, cel.Type.INT, cel.Type.UINT, cel.Type.DYN)
+
+
+class ScopeKeyError(ValueError):
+    """The key expression does not compile or is not a string or an integer (a load error)."""
+
+
+class ScopeKey:
+    """One capability's scope: `value(actor, bindings)` is the text its entries are keyed by,
+    or None when the key expression failed for this call (the call then goes on uncached)."""
+
+    __slots__ = ("_env", "_program", "kind")
+
+    def __init__(self, spec: CacheSpec) -> None:
+        self.kind = spec.scope
+        self._program: Any = None
+        self._env: Any = None
+        if spec.scope != "key":
+            return
+        builder = TypeBuilder()
+        typed: dict[str, Any] = {n: cel.Type(CONTEXT_TYPES[n]) for n in _VARIABLES}
+        checker = cel.NewEnv(builder.pool, variables={**typed, "surface": cel.Type.STRING})
+        try:
+            result = checker.compile(spec.key).return_type()
+        except RuntimeError as exc:
+            first = str(exc).removeprefix("INVALID_ARGUMENT: ").splitlines()
+            raise ScopeKeyError(f"cache.scope.key: {first[0] if first else exc}") from None
+        if result not in _KINDS:
+            raise ScopeKeyError(f"cache.scope.key must be a string or an int, not {result.name()}")
+        dyn = dict.fromkeys(_VARIABLES, cel.Type.DYN)
+        self._env = cel.NewEnv(variables={**dyn, "surface": cel.Type.STRING})
+        self._program = self._env.compile(spec.key)
+
+    @property
+    def needs_bindings(self) -> bool:
+        return self._program is not None
+
+    def value(self, actor: Actor, bindings: Mapping[str, Any] | None) -> str | None:
+        if self.kind == "shared":
+            return ""
+        if self.kind == "actor":
+            return f"{len(actor.issuer)}:{actor.issuer}{actor.id}"  # unambiguous (issuer, id)
+        assert bindings is not None
+        request = dict(bindings["request"])
+        request["now"] = timestamp(request["now"])
+        activation = self._env.Activation(
+            {
+                "actor": bindings["actor"],
+                "capability": bindings["capability"],
+                "request": request,
+                "surface": bindings["surface"],
+            }
+        )
+        try:
+            result = self._program.eval(activation)
+        except RuntimeError:
+            return None
+        if result.type() == cel.Type.ERROR:
+            return None  # e.g. the attribute is missing
+        value = result.value()
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            return None  # an error, a missing attribute, a value of another type
+        return f"{type(value).__name__}:{value}"

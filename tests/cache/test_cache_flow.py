@@ -1,0 +1,188 @@
+"""The result cache through the real gateway (docs/cache.md): real Redis, real upstream that
+counts the calls it receives, real CEL. A hit never skips stages 1-10 and runs redaction per
+request; entries are scoped; a reload, the TTL or Redis being down never serve stale or fail."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from capgate.v1 import gateway_pb2, types_pb2
+from gateway.audit.events import hasher_for
+from gateway.config.loader import load_settings
+from gateway.telemetry import metrics
+from tests.gateway.harness import Env, token
+
+GET = "GetOrder"
+
+
+async def invoke(
+    env: Env, capability: str, input_value: Any, actor: str = "alice", **claims: Any
+) -> gateway_pb2.ExecutionResult:
+    request = gateway_pb2.InvokeRequest(
+        capability_id=capability, input_json=orjson.dumps(input_value)
+    )
+    bearer = [("authorization", f"Bearer {token(actor, **claims)}")]
+    return await env.gateway().Invoke(request, metadata=bearer, timeout=10)
+
+
+def output(result: gateway_pb2.ExecutionResult) -> Any:
+    assert result.WhichOneof("outcome") == "completed", result
+    return orjson.loads(result.completed.output_json)
+
+
+async def completed_cache_field(env: Env, result: gateway_pb2.ExecutionResult) -> Any:
+    events = await env.events_for(result.execution_id)
+    (done,) = [e for e in events if e["event"] == "capability.completed"]
+    started = [e for e in events if e["event"] == "capability.started"]
+    assert started, "stage 10 ran (capability.started) before the cache answered"
+    return done.get("cache")
+
+
+async def test_a_repeat_is_served_from_the_cache_without_calling_the_upstream(env: Env) -> None:
+    hits = metrics.cache_lookups.value(("orders.get", "hit"))
+    first = await invoke(env, "orders.get", {"order_id": "o-1001"})
+    second = await invoke(env, "orders.get", {"order_id": "o-1001"})
+    assert output(first) == output(second)
+    assert await env.upstream_calls(GET) == 1
+    assert first.attempts == 1
+    assert second.attempts == 0  # this execution sent nothing upstream
+    assert second.execution_state == types_pb2.EXECUTION_STATE_COMPLETED
+    assert await completed_cache_field(env, first) == "miss"
+    assert await completed_cache_field(env, second) == "hit"
+    assert metrics.cache_lookups.value(("orders.get", "hit")) == hits + 1
+    # Another input is another entry.
+    await invoke(env, "orders.get", {"order_id": "o-1002"})
+    assert await env.upstream_calls(GET) == 2
+
+
+async def test_another_actor_never_hits_an_actor_scoped_entry(env: Env) -> None:
+    await invoke(env, "orders.get", {"order_id": "o-1001"}, "alice")
+    await invoke(env, "orders.get", {"order_id": "o-1001"}, "bob")
+    assert await env.upstream_calls(GET) == 2
+    await invoke(env, "orders.get", {"order_id": "o-1001"}, "alice")
+    await invoke(env, "orders.get", {"order_id": "o-1001"}, "bob")
+    assert await env.upstream_calls(GET) == 2
+
+
+async def test_a_shared_entry_is_redacted_per_request(env: Env) -> None:
+    full = output(await invoke(env, "orders.shared", {"order_id": "o-1001"}, "bob"))
+    assert "card_last4" in full  # bob is a manager
+    seen_by_alice = output(await invoke(env, "orders.shared", {"order_id": "o-1001"}, "alice"))
+    assert seen_by_alice == {"order_id": "o-1001", "customer_id": full["customer_id"]}
+    again = output(await invoke(env, "orders.shared", {"order_id": "o-1001"}, "bob"))
+    assert again == full  # the entry holds the validated output, not alice's redacted one
+    assert await env.upstream_calls(GET) == 1
+
+
+async def test_a_deny_still_denies_with_a_warm_cache(env: Env) -> None:
+    await invoke(env, "orders.shared", {"order_id": "o-1001"}, "bob")
+    denied = await invoke(env, "orders.shared", {"order_id": "o-1001"}, "bot")
+    assert denied.WhichOneof("outcome") == "failed"
+    assert denied.failed.code == types_pb2.ERROR_CODE_POLICY_DENIED
+    assert await env.upstream_calls(GET) == 1
+    events = await env.events_for(denied.execution_id)
+    assert [e["event"] for e in events][-1] == "capability.denied"
+
+
+async def test_a_key_expression_scopes_entries_by_its_value(env: Env) -> None:
+    order = {"order_id": "o-1001"}
+    await invoke(env, "orders.tenant", order, "alice", tenant="t1")
+    await invoke(env, "orders.tenant", order, "carol", tenant="t1")
+    assert await env.upstream_calls(GET) == 1  # same tenant: shared
+    await invoke(env, "orders.tenant", order, "bob", tenant="t2")
+    assert await env.upstream_calls(GET) == 2
+    # No tenant attribute: the key fails, the call goes on uncached (never an error).
+    for _ in range(2):
+        output(await invoke(env, "orders.tenant", order, "alice"))
+    assert await env.upstream_calls(GET) == 4
+
+
+async def test_an_entry_expires_with_its_ttl(env: Env) -> None:
+    order = {"order_id": "o-1001"}
+    await invoke(env, "orders.brief", order)
+    await invoke(env, "orders.brief", order)
+    assert await env.upstream_calls(GET) == 1
+    await asyncio.sleep(0.45)  # the TTL is 300ms, kept by Redis
+    await invoke(env, "orders.brief", order)
+    assert await env.upstream_calls(GET) == 2
+
+
+async def test_failures_are_never_cached(env: Env) -> None:
+    for _ in range(2):
+        result = await invoke(env, "orders.get", {"order_id": "o-missing"})
+        assert result.WhichOneof("outcome") == "failed"
+        assert await completed_or_none(env, result) is None
+    assert await env.upstream_calls(GET) == 2
+
+
+async def completed_or_none(env: Env, result: gateway_pb2.ExecutionResult) -> Any:
+    events = await env.events_for(result.execution_id)
+    done = [e for e in events if e["event"] == "capability.completed"]
+    return done[0] if done else None
+
+
+async def test_a_policy_change_invalidates_the_entries(env: Env, config_dir: Path) -> None:
+    order = {"order_id": "o-1001"}
+    await invoke(env, "orders.get", order)
+    await invoke(env, "orders.get", order)
+    assert await env.upstream_calls(GET) == 1
+    policies = config_dir / "policies.yaml"
+    before = policies.read_text()
+    revision = env.gw.holder.current.revision
+    extra = """
+  - name: note-shared-reads
+    description: An extra policy, so that the policy revision changes.
+    mode: shadow
+    match:
+      capabilities: [orders.shared]
+    rules:
+      - when: actor.kind == "service"
+        effect: deny
+"""
+    try:
+        policies.write_text(before + extra)
+        environ = env.environ  # type: ignore[attr-defined]
+        await env.gw.reload(load_settings(config_dir / "gateway.yaml", environ=environ))
+        assert env.gw.holder.current.revision != revision
+        await invoke(env, "orders.get", order)
+        assert await env.upstream_calls(GET) == 2  # the new revision is in the key
+        await invoke(env, "orders.get", order)
+        assert await env.upstream_calls(GET) == 2
+    finally:
+        policies.write_text(before)
+        environ = env.environ  # type: ignore[attr-defined]
+        await env.gw.reload(load_settings(config_dir / "gateway.yaml", environ=environ))
+
+
+async def test_calls_complete_uncached_while_redis_is_down(env: Env, cache_redis: Any) -> None:
+    order = {"order_id": "o-1001"}
+    unavailable = metrics.cache_lookups.value(("orders.get", "unavailable"))
+    cache_redis.stop()
+    try:
+        results = [await invoke(env, "orders.get", order) for _ in range(2)]
+        for result in results:
+            assert output(result)["order_id"] == "o-1001"
+            assert await completed_cache_field(env, result) == "miss"
+        assert await env.upstream_calls(GET) == 2
+        assert metrics.cache_lookups.value(("orders.get", "unavailable")) == unavailable + 2
+    finally:
+        cache_redis.start()
+
+
+async def test_the_upstream_receives_the_mapped_request(env: Env) -> None:
+    mine = output(await invoke(env, "orders.mine", {}, "alice", customer="c-1"))
+    assert mine["orders"] and {o["customer_id"] for o in mine["orders"]} == {"c-1"}
+    result = await invoke(env, "orders.mine", {"size": 1}, "bob", customer="c-2")
+    theirs = output(result)
+    assert [o["customer_id"] for o in theirs["orders"]] == ["c-2"]  # page_size 1 went up too
+    assert await env.upstream_calls("ListOrders") == 2
+    # The audit trail binds the caller's input, never the mapped request.
+    events = await env.events_for(result.execution_id)
+    hasher = hasher_for(env.gw.holder.current.settings.audit)
+    assert hasher is not None
+    assert {e["input_hmac"] for e in events if "input_hmac" in e} == {hasher.digest({"size": 1})}
+    assert "customer_id" not in orjson.dumps(events).decode()
