@@ -9,6 +9,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -29,6 +30,12 @@ SCREENSHOT = (
     else Path(tempfile.gettempdir()) / "capgate-inbox.png"
 )
 PENDING = types_pb2.APPROVAL_STATUS_PENDING
+# docs/inbox.md's screenshots, refreshed the same way (UPDATE_SCREENSHOT=1).
+SHOTS = (
+    _README_SHOT.parent
+    if os.environ.get("UPDATE_SCREENSHOT") == "1"
+    else Path(tempfile.gettempdir()) / "capgate-inbox-shots"
+)
 
 
 @pytest.fixture(scope="module")
@@ -384,3 +391,133 @@ async def test_the_self_approval_warning_follows_the_gateways_setting(
         assert "self-approval" not in await other.text("main")
     finally:
         await running.stop()
+
+
+SIZES = ((390, 844), (1280, 800))
+
+
+async def fits(page: Browser, width: int, height: int, control: str) -> dict[str, Any]:
+    """Lay the current page out at width x height (a phone's viewport when narrow) and measure
+    it: nothing wider than the viewport, `control` inside it."""
+    await page.do(
+        page.driver.execute_cdp_cmd,
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600},
+    )
+    await page.do(page.driver.refresh)
+    await page.wait_for(control)
+    found: dict[str, Any] = await page.script(
+        "const r = document.querySelector(arguments[0]).getBoundingClientRect();"
+        "return {scroll: document.documentElement.scrollWidth, inner: window.innerWidth,"
+        " left: r.left, right: r.right, top: r.top, bottom: r.bottom, w: r.width, h: r.height};",
+        control,
+    )
+    return found
+
+
+async def test_every_page_fits_a_phone_and_a_desktop(page: Browser, stack: Stack) -> None:
+    long_id = "o-" + "9" * 60
+    approval = await stack.request_refund(990, long_id)
+    bulk = await stack.request(
+        "orders.bulk_refund",
+        {
+            "customer": "customer-with-a-rather-long-identifier-0123456789",
+            "reason": "x" * 300,
+            "orders": [{"order_id": long_id, "amount": 1, "lines": [{"sku": "s" * 80}]}],
+        },
+        actor="bot",
+    )
+    await stack.seen_by_inbox(approval.id)
+    await stack.seen_by_inbox(bulk.id)
+    decided = await stack.request_refund(995, "o-4001")
+    await stack.seen_by_inbox(decided.id)
+    await page.sign_in(human_token("bob"), "bob")
+    await page.open(f"/approvals/{decided.id}")
+    await page.type("#note", "n" * 200)
+    await page.click("#reject")
+    await page.wait_text("#status", "rejected")
+    pages = [
+        ("/", "header form button.link"),
+        ("/history", "header form button.link"),
+        (f"/approvals/{bulk.id}", "header form button.link"),
+        (f"/approvals/{approval.id}", "#approve"),
+    ]
+    try:
+        for width, height in SIZES:
+            await page.open("/login?next=/")
+            await page.do(page.driver.delete_all_cookies)
+            measured = await fits(page, width, height, "#sign-in")
+            assert measured["scroll"] <= width, ("/login", width, measured)
+            assert measured["left"] >= 0 and measured["right"] <= width, ("/login", measured)
+            await page.sign_in(human_token("bob"), "bob")
+            for path, control in pages:
+                await page.open(path)
+                measured = await fits(page, width, height, control)
+                assert measured["inner"] == width, (path, width, measured)
+                wide = await page.script(
+                    "return Array.from(document.querySelectorAll('main *'))"
+                    ".filter(e => e.getBoundingClientRect().right > window.innerWidth + 1)"
+                    ".slice(-3).map(e => e.tagName + '.' + e.className + ': '"
+                    " + e.textContent.slice(0, 80));"
+                )
+                assert measured["scroll"] <= width, (path, width, measured, wide)
+                assert measured["w"] > 0 and measured["h"] > 0, (path, width, measured)
+                assert measured["left"] >= 0 and measured["right"] <= width, (path, measured)
+                assert measured["top"] >= 0, (path, measured)
+            await page.open("/")
+            sign_out = await fits(page, width, height, "header form button.link")
+            assert sign_out["bottom"] <= height, sign_out  # on screen without scrolling
+    finally:
+        await page.do(page.driver.execute_cdp_cmd, "Emulation.clearDeviceMetricsOverride", {})
+
+
+async def test_screenshots_of_every_page_on_a_desktop_and_a_phone(
+    page: Browser, stack: Stack
+) -> None:
+    """docs/img/inbox-{desktop,mobile}-{list,detail,history}.png."""
+    await clear_pending(stack)
+    await stack.request_refund(2400, "o-1002", actor="carol")
+    purge = await stack.request(
+        "admin.orders.purge", {"older_than_days": 90}, actor="root", sub="ops-bot", roles=["admin"]
+    )
+    bulk = await stack.request(
+        "orders.bulk_refund",
+        {
+            "customer": "c-77",
+            "reason": "Damaged in transit",
+            "orders": [
+                {"order_id": "o-3001", "amount": 25, "lines": [{"sku": "mug-2", "qty": 1}]},
+                {"order_id": "o-3002", "amount": 40, "lines": [{"sku": "pot-1", "qty": 2}]},
+            ],
+            "notify": {"email": True, "sms": False},
+        },
+        actor="bot",
+    )
+    await stack.request("orders.cancel", {"order_id": "o-1003", "reason": "duplicate"})
+    rejected = await stack.request_refund(1200, "o-1005")
+    for approval in (purge, bulk, rejected):
+        await stack.seen_by_inbox(approval.id)
+    await page.sign_in(human_token("root"), "root")
+    await page.open(f"/approvals/{rejected.id}")
+    await page.type("#note", "Outside the refund window.")
+    await page.click("#reject")
+    await page.wait_text("#status", "rejected")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    await page.do(
+        page.driver.execute_cdp_cmd,
+        "Emulation.setTimezoneOverride",
+        {"timezoneId": "Europe/Berlin"},
+    )
+    views = {"list": "/", "detail": f"/approvals/{bulk.id}", "history": "/history"}
+    try:
+        for device, (width, height) in zip(("mobile", "desktop"), SIZES, strict=True):
+            for name, path in views.items():
+                await page.open(path)
+                await fits(page, width, height, "main h1")
+                if name == "detail":
+                    await page.click("#input-table details > summary")
+                shot = SHOTS / f"inbox-{device}-{name}.png"
+                assert await page.do(page.driver.save_screenshot, str(shot))
+                assert shot.stat().st_size > 10_000
+    finally:
+        await page.do(page.driver.execute_cdp_cmd, "Emulation.clearDeviceMetricsOverride", {})
