@@ -22,6 +22,7 @@ from gateway.admin import PolicyAdminServicer
 from gateway.approvals.admin import ApprovalAdminServicer
 from gateway.approvals.convert import to_proto
 from gateway.auth.base import build_authenticator, server_credentials
+from gateway.cache.admin import CacheAdminServicer
 from gateway.call import Runtime
 from gateway.servicer import CapabilityGatewayServicer, Stage1
 from gateway.settings import Listener
@@ -121,7 +122,7 @@ def build_listener(
     if listener.role == "admin":
         admin_names = [
             admin_pb2.DESCRIPTOR.services_by_name[n].full_name
-            for n in ("ApprovalAdmin", "PolicyAdmin")
+            for n in ("ApprovalAdmin", "PolicyAdmin", "CacheAdmin")
         ]
         admin_pb2_grpc.add_ApprovalAdminServicer_to_server(
             span(
@@ -141,6 +142,9 @@ def build_listener(
         )
         admin_pb2_grpc.add_PolicyAdminServicer_to_server(
             span(PolicyAdminServicer(stage1, snapshot, runtime), admin_names[1]), server
+        )
+        admin_pb2_grpc.add_CacheAdminServicer_to_server(
+            span(CacheAdminServicer(stage1, runtime), admin_names[2]), server
         )
         services += admin_names
     else:

@@ -26,7 +26,7 @@ from capgate.v1 import gateway_pb2 as capgate_dot_v1_dot_gateway__pb2
 from capgate.v1 import types_pb2 as capgate_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x63\x61pgate/v1/admin.proto\x12\ncapgate.v1\x1a\x18\x63\x61pgate/v1/gateway.proto\x1a\x16\x63\x61pgate/v1/types.proto\"\x98\x01\n\x14ListApprovalsRequest\x12,\n\x08statuses\x18\x01 \x03(\x0e\x32\x1a.capgate.v1.ApprovalStatus\x12\x15\n\rcapability_id\x18\x02 \x01(\t\x12\x14\n\x0crequester_id\x18\x03 \x01(\t\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"\x85\x01\n\x15ListApprovalsResponse\x12\'\n\tapprovals\x18\x01 \x03(\x0b\x32\x14.capgate.v1.Approval\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12*\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x1b.capgate.v1.CapabilityError\"\x9d\x01\n\x15\x44\x65\x63ideApprovalRequest\x12\x13\n\x0b\x61pproval_id\x18\x01 \x01(\t\x12$\n\x07verdict\x18\x02 \x01(\x0e\x32\x13.capgate.v1.Verdict\x12\x0c\n\x04note\x18\x03 \x01(\t\x12\x12\n\ninput_hash\x18\x04 \x01(\t\x12\'\n\x0con_behalf_of\x18\x05 \x01(\x0b\x32\x11.capgate.v1.Actor\"l\n\x16\x44\x65\x63ideApprovalResponse\x12&\n\x08\x61pproval\x18\x01 \x01(\x0b\x32\x14.capgate.v1.Approval\x12*\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x1b.capgate.v1.CapabilityError\"/\n\x15WatchApprovalsRequest\x12\x16\n\x0e\x61\x66ter_event_id\x18\x01 \x01(\t\"W\n\rApprovalEvent\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12&\n\x08\x61pproval\x18\x03 \x01(\x0b\x32\x14.capgate.v1.Approval\"}\n\x0e\x45xplainRequest\x12\x15\n\rcapability_id\x18\x01 \x01(\t\x12\x12\n\ninput_json\x18\x02 \x01(\x0c\x12\x0f\n\x07surface\x18\x03 \x01(\t\x12 \n\x05\x61\x63tor\x18\x04 \x01(\x0b\x32\x11.capgate.v1.Actor\x12\r\n\x05phase\x18\x05 \x01(\t*K\n\x07Verdict\x12\x17\n\x13VERDICT_UNSPECIFIED\x10\x00\x12\x13\n\x0fVERDICT_APPROVE\x10\x01\x12\x12\n\x0eVERDICT_REJECT\x10\x02\x32\x90\x02\n\rApprovalAdmin\x12T\n\rListApprovals\x12 .capgate.v1.ListApprovalsRequest\x1a!.capgate.v1.ListApprovalsResponse\x12W\n\x0e\x44\x65\x63ideApproval\x12!.capgate.v1.DecideApprovalRequest\x1a\".capgate.v1.DecideApprovalResponse\x12P\n\x0eWatchApprovals\x12!.capgate.v1.WatchApprovalsRequest\x1a\x19.capgate.v1.ApprovalEvent0\x01\x32O\n\x0bPolicyAdmin\x12@\n\x07\x45xplain\x12\x1a.capgate.v1.ExplainRequest\x1a\x19.capgate.v1.CheckResponseBY\n\x0e\x64\x65v.capgate.v1B\nAdminProtoP\x01Z9github.com/capgate/capgate/clients/go/capgatev1;capgatev1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x63\x61pgate/v1/admin.proto\x12\ncapgate.v1\x1a\x18\x63\x61pgate/v1/gateway.proto\x1a\x16\x63\x61pgate/v1/types.proto\"\x98\x01\n\x14ListApprovalsRequest\x12,\n\x08statuses\x18\x01 \x03(\x0e\x32\x1a.capgate.v1.ApprovalStatus\x12\x15\n\rcapability_id\x18\x02 \x01(\t\x12\x14\n\x0crequester_id\x18\x03 \x01(\t\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"\x85\x01\n\x15ListApprovalsResponse\x12\'\n\tapprovals\x18\x01 \x03(\x0b\x32\x14.capgate.v1.Approval\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12*\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x1b.capgate.v1.CapabilityError\"\x9d\x01\n\x15\x44\x65\x63ideApprovalRequest\x12\x13\n\x0b\x61pproval_id\x18\x01 \x01(\t\x12$\n\x07verdict\x18\x02 \x01(\x0e\x32\x13.capgate.v1.Verdict\x12\x0c\n\x04note\x18\x03 \x01(\t\x12\x12\n\ninput_hash\x18\x04 \x01(\t\x12\'\n\x0con_behalf_of\x18\x05 \x01(\x0b\x32\x11.capgate.v1.Actor\"l\n\x16\x44\x65\x63ideApprovalResponse\x12&\n\x08\x61pproval\x18\x01 \x01(\x0b\x32\x14.capgate.v1.Approval\x12*\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x1b.capgate.v1.CapabilityError\"/\n\x15WatchApprovalsRequest\x12\x16\n\x0e\x61\x66ter_event_id\x18\x01 \x01(\t\"W\n\rApprovalEvent\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12&\n\x08\x61pproval\x18\x03 \x01(\x0b\x32\x14.capgate.v1.Approval\"}\n\x0e\x45xplainRequest\x12\x15\n\rcapability_id\x18\x01 \x01(\t\x12\x12\n\ninput_json\x18\x02 \x01(\x0c\x12\x0f\n\x07surface\x18\x03 \x01(\t\x12 \n\x05\x61\x63tor\x18\x04 \x01(\x0b\x32\x11.capgate.v1.Actor\x12\r\n\x05phase\x18\x05 \x01(\t\"*\n\x11PurgeCacheRequest\x12\x15\n\rcapability_id\x18\x01 \x01(\t\"%\n\x12PurgeCacheResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x03*K\n\x07Verdict\x12\x17\n\x13VERDICT_UNSPECIFIED\x10\x00\x12\x13\n\x0fVERDICT_APPROVE\x10\x01\x12\x12\n\x0eVERDICT_REJECT\x10\x02\x32\x90\x02\n\rApprovalAdmin\x12T\n\rListApprovals\x12 .capgate.v1.ListApprovalsRequest\x1a!.capgate.v1.ListApprovalsResponse\x12W\n\x0e\x44\x65\x63ideApproval\x12!.capgate.v1.DecideApprovalRequest\x1a\".capgate.v1.DecideApprovalResponse\x12P\n\x0eWatchApprovals\x12!.capgate.v1.WatchApprovalsRequest\x1a\x19.capgate.v1.ApprovalEvent0\x01\x32O\n\x0bPolicyAdmin\x12@\n\x07\x45xplain\x12\x1a.capgate.v1.ExplainRequest\x1a\x19.capgate.v1.CheckResponse2Y\n\nCacheAdmin\x12K\n\nPurgeCache\x12\x1d.capgate.v1.PurgeCacheRequest\x1a\x1e.capgate.v1.PurgeCacheResponseBY\n\x0e\x64\x65v.capgate.v1B\nAdminProtoP\x01Z9github.com/capgate/capgate/clients/go/capgatev1;capgatev1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,8 +34,8 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'capgate.v1.admin_pb2', _glo
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\016dev.capgate.v1B\nAdminProtoP\001Z9github.com/capgate/capgate/clients/go/capgatev1;capgatev1'
-  _globals['_VERDICT']._serialized_start=914
-  _globals['_VERDICT']._serialized_end=989
+  _globals['_VERDICT']._serialized_start=997
+  _globals['_VERDICT']._serialized_end=1072
   _globals['_LISTAPPROVALSREQUEST']._serialized_start=89
   _globals['_LISTAPPROVALSREQUEST']._serialized_end=241
   _globals['_LISTAPPROVALSRESPONSE']._serialized_start=244
@@ -50,8 +50,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_APPROVALEVENT']._serialized_end=785
   _globals['_EXPLAINREQUEST']._serialized_start=787
   _globals['_EXPLAINREQUEST']._serialized_end=912
-  _globals['_APPROVALADMIN']._serialized_start=992
-  _globals['_APPROVALADMIN']._serialized_end=1264
-  _globals['_POLICYADMIN']._serialized_start=1266
-  _globals['_POLICYADMIN']._serialized_end=1345
+  _globals['_PURGECACHEREQUEST']._serialized_start=914
+  _globals['_PURGECACHEREQUEST']._serialized_end=956
+  _globals['_PURGECACHERESPONSE']._serialized_start=958
+  _globals['_PURGECACHERESPONSE']._serialized_end=995
+  _globals['_APPROVALADMIN']._serialized_start=1075
+  _globals['_APPROVALADMIN']._serialized_end=1347
+  _globals['_POLICYADMIN']._serialized_start=1349
+  _globals['_POLICYADMIN']._serialized_end=1428
+  _globals['_CACHEADMIN']._serialized_start=1430
+  _globals['_CACHEADMIN']._serialized_end=1519
 # @@protoc_insertion_point(module_scope)

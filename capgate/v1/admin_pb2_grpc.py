@@ -265,3 +265,80 @@ class PolicyAdmin:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class CacheAdminStub:
+    """CacheAdmin manages the result cache (docs/cache.md); admin listeners only.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.PurgeCache = channel.unary_unary(
+                '/capgate.v1.CacheAdmin/PurgeCache',
+                request_serializer=capgate_dot_v1_dot_admin__pb2.PurgeCacheRequest.SerializeToString,
+                response_deserializer=capgate_dot_v1_dot_admin__pb2.PurgeCacheResponse.FromString,
+                _registered_method=True)
+
+
+class CacheAdminServicer:
+    """CacheAdmin manages the result cache (docs/cache.md); admin listeners only.
+    """
+
+    def PurgeCache(self, request, context):
+        """Deletes every cached entry of one capability, of every config revision. Redis
+        unreachable answers UNAVAILABLE; an unknown capability id deletes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_CacheAdminServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'PurgeCache': grpc.unary_unary_rpc_method_handler(
+                    servicer.PurgeCache,
+                    request_deserializer=capgate_dot_v1_dot_admin__pb2.PurgeCacheRequest.FromString,
+                    response_serializer=capgate_dot_v1_dot_admin__pb2.PurgeCacheResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'capgate.v1.CacheAdmin', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('capgate.v1.CacheAdmin', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class CacheAdmin:
+    """CacheAdmin manages the result cache (docs/cache.md); admin listeners only.
+    """
+
+    @staticmethod
+    def PurgeCache(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/capgate.v1.CacheAdmin/PurgeCache',
+            capgate_dot_v1_dot_admin__pb2.PurgeCacheRequest.SerializeToString,
+            capgate_dot_v1_dot_admin__pb2.PurgeCacheResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

@@ -8,9 +8,11 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import grpc
 import orjson
+import pytest
 
-from capgate.v1 import gateway_pb2, types_pb2
+from capgate.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, types_pb2
 from gateway.audit.events import hasher_for
 from gateway.config.loader import load_settings
 from gateway.telemetry import metrics
@@ -186,3 +188,27 @@ async def test_the_upstream_receives_the_mapped_request(env: Env) -> None:
     assert hasher is not None
     assert {e["input_hmac"] for e in events if "input_hmac" in e} == {hasher.digest({"size": 1})}
     assert "customer_id" not in orjson.dumps(events).decode()
+
+
+async def test_an_admin_purge_deletes_one_capabilitys_entries(env: Env) -> None:
+    order = {"order_id": "o-1001"}
+    for actor in ("alice", "bob"):
+        await invoke(env, "orders.get", order, actor)
+    await invoke(env, "orders.shared", order, "bob")
+    assert await env.upstream_calls(GET) == 3
+    stub = admin_pb2_grpc.CacheAdminStub(env.channel("admin"))
+    metadata = env.metadata("admin", "root")
+    answer = await stub.PurgeCache(
+        admin_pb2.PurgeCacheRequest(capability_id="orders.get"), metadata=metadata
+    )
+    assert answer.deleted == 2
+    await invoke(env, "orders.get", order, "alice")
+    assert await env.upstream_calls(GET) == 4  # purged: a miss
+    await invoke(env, "orders.shared", order, "bob")
+    assert await env.upstream_calls(GET) == 4  # another capability's entries stay
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.PurgeCache(admin_pb2.PurgeCacheRequest(capability_id="*"), metadata=metadata)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.PurgeCache(admin_pb2.PurgeCacheRequest(capability_id="orders.get"))
+    assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED

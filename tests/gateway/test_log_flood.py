@@ -34,7 +34,7 @@ GARBAGE = b"\x0a\xff\xff\xff\x07" + SENTINEL.encode()
 FLOOD = 300
 GATEWAY = gateway_pb2.DESCRIPTOR.services_by_name["CapabilityGateway"]
 ADMIN_SERVICES = [
-    admin_pb2.DESCRIPTOR.services_by_name[n] for n in ("ApprovalAdmin", "PolicyAdmin")
+    admin_pb2.DESCRIPTOR.services_by_name[n] for n in ("ApprovalAdmin", "PolicyAdmin", "CacheAdmin")
 ]
 _LINE = re.compile(r"undecodable request message for (\S+): refused with UNKNOWN(?: \((\d+) more)?")
 _FLUSH = re.compile(r"undecodable request messages: (\d+) more suppressed")

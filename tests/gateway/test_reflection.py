@@ -29,7 +29,7 @@ T = TypeVar("T")
 HEALTH = "grpc.health.v1.Health"
 REFLECTION = "grpc.reflection.v1alpha.ServerReflection"
 GATEWAY = "capgate.v1.CapabilityGateway"
-ADMIN = ("capgate.v1.ApprovalAdmin", "capgate.v1.PolicyAdmin")
+ADMIN = ("capgate.v1.ApprovalAdmin", "capgate.v1.PolicyAdmin", "capgate.v1.CacheAdmin")
 # What each listener of tests/gateway/gateway.yaml serves, and nothing else.
 SERVED = {
     "agents": {HEALTH, REFLECTION, GATEWAY},
@@ -166,6 +166,7 @@ def test_the_admin_listener_sees_gateway_messages_but_not_the_gateway_service() 
     assert {s.name for s in files[admin_pb2.DESCRIPTOR.name].service} == {
         "ApprovalAdmin",
         "PolicyAdmin",
+        "CacheAdmin",
     }
 
 

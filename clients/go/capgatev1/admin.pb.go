@@ -520,6 +520,95 @@ func (x *ExplainRequest) GetPhase() string {
 	return ""
 }
 
+type PurgeCacheRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CapabilityId  string                 `protobuf:"bytes,1,opt,name=capability_id,json=capabilityId,proto3" json:"capability_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeCacheRequest) Reset() {
+	*x = PurgeCacheRequest{}
+	mi := &file_capgate_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeCacheRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeCacheRequest) ProtoMessage() {}
+
+func (x *PurgeCacheRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeCacheRequest.ProtoReflect.Descriptor instead.
+func (*PurgeCacheRequest) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PurgeCacheRequest) GetCapabilityId() string {
+	if x != nil {
+		return x.CapabilityId
+	}
+	return ""
+}
+
+type PurgeCacheResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entries deleted.
+	Deleted       int64 `protobuf:"varint,1,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeCacheResponse) Reset() {
+	*x = PurgeCacheResponse{}
+	mi := &file_capgate_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeCacheResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeCacheResponse) ProtoMessage() {}
+
+func (x *PurgeCacheResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeCacheResponse.ProtoReflect.Descriptor instead.
+func (*PurgeCacheResponse) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PurgeCacheResponse) GetDeleted() int64 {
+	if x != nil {
+		return x.Deleted
+	}
+	return 0
+}
+
 var File_capgate_v1_admin_proto protoreflect.FileDescriptor
 
 const file_capgate_v1_admin_proto_rawDesc = "" +
@@ -561,7 +650,11 @@ const file_capgate_v1_admin_proto_rawDesc = "" +
 	"input_json\x18\x02 \x01(\fR\tinputJson\x12\x18\n" +
 	"\asurface\x18\x03 \x01(\tR\asurface\x12'\n" +
 	"\x05actor\x18\x04 \x01(\v2\x11.capgate.v1.ActorR\x05actor\x12\x14\n" +
-	"\x05phase\x18\x05 \x01(\tR\x05phase*K\n" +
+	"\x05phase\x18\x05 \x01(\tR\x05phase\"8\n" +
+	"\x11PurgeCacheRequest\x12#\n" +
+	"\rcapability_id\x18\x01 \x01(\tR\fcapabilityId\".\n" +
+	"\x12PurgeCacheResponse\x12\x18\n" +
+	"\adeleted\x18\x01 \x01(\x03R\adeleted*K\n" +
 	"\aVerdict\x12\x17\n" +
 	"\x13VERDICT_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fVERDICT_APPROVE\x10\x01\x12\x12\n" +
@@ -571,7 +664,11 @@ const file_capgate_v1_admin_proto_rawDesc = "" +
 	"\x0eDecideApproval\x12!.capgate.v1.DecideApprovalRequest\x1a\".capgate.v1.DecideApprovalResponse\x12P\n" +
 	"\x0eWatchApprovals\x12!.capgate.v1.WatchApprovalsRequest\x1a\x19.capgate.v1.ApprovalEvent0\x012O\n" +
 	"\vPolicyAdmin\x12@\n" +
-	"\aExplain\x12\x1a.capgate.v1.ExplainRequest\x1a\x19.capgate.v1.CheckResponseBY\n" +
+	"\aExplain\x12\x1a.capgate.v1.ExplainRequest\x1a\x19.capgate.v1.CheckResponse2Y\n" +
+	"\n" +
+	"CacheAdmin\x12K\n" +
+	"\n" +
+	"PurgeCache\x12\x1d.capgate.v1.PurgeCacheRequest\x1a\x1e.capgate.v1.PurgeCacheResponseBY\n" +
 	"\x0edev.capgate.v1B\n" +
 	"AdminProtoP\x01Z9github.com/capgate/capgate/clients/go/capgatev1;capgatev1b\x06proto3"
 
@@ -588,7 +685,7 @@ func file_capgate_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_capgate_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_capgate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_capgate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_capgate_v1_admin_proto_goTypes = []any{
 	(Verdict)(0),                   // 0: capgate.v1.Verdict
 	(*ListApprovalsRequest)(nil),   // 1: capgate.v1.ListApprovalsRequest
@@ -598,32 +695,36 @@ var file_capgate_v1_admin_proto_goTypes = []any{
 	(*WatchApprovalsRequest)(nil),  // 5: capgate.v1.WatchApprovalsRequest
 	(*ApprovalEvent)(nil),          // 6: capgate.v1.ApprovalEvent
 	(*ExplainRequest)(nil),         // 7: capgate.v1.ExplainRequest
-	(ApprovalStatus)(0),            // 8: capgate.v1.ApprovalStatus
-	(*Approval)(nil),               // 9: capgate.v1.Approval
-	(*CapabilityError)(nil),        // 10: capgate.v1.CapabilityError
-	(*Actor)(nil),                  // 11: capgate.v1.Actor
-	(*CheckResponse)(nil),          // 12: capgate.v1.CheckResponse
+	(*PurgeCacheRequest)(nil),      // 8: capgate.v1.PurgeCacheRequest
+	(*PurgeCacheResponse)(nil),     // 9: capgate.v1.PurgeCacheResponse
+	(ApprovalStatus)(0),            // 10: capgate.v1.ApprovalStatus
+	(*Approval)(nil),               // 11: capgate.v1.Approval
+	(*CapabilityError)(nil),        // 12: capgate.v1.CapabilityError
+	(*Actor)(nil),                  // 13: capgate.v1.Actor
+	(*CheckResponse)(nil),          // 14: capgate.v1.CheckResponse
 }
 var file_capgate_v1_admin_proto_depIdxs = []int32{
-	8,  // 0: capgate.v1.ListApprovalsRequest.statuses:type_name -> capgate.v1.ApprovalStatus
-	9,  // 1: capgate.v1.ListApprovalsResponse.approvals:type_name -> capgate.v1.Approval
-	10, // 2: capgate.v1.ListApprovalsResponse.error:type_name -> capgate.v1.CapabilityError
+	10, // 0: capgate.v1.ListApprovalsRequest.statuses:type_name -> capgate.v1.ApprovalStatus
+	11, // 1: capgate.v1.ListApprovalsResponse.approvals:type_name -> capgate.v1.Approval
+	12, // 2: capgate.v1.ListApprovalsResponse.error:type_name -> capgate.v1.CapabilityError
 	0,  // 3: capgate.v1.DecideApprovalRequest.verdict:type_name -> capgate.v1.Verdict
-	11, // 4: capgate.v1.DecideApprovalRequest.on_behalf_of:type_name -> capgate.v1.Actor
-	9,  // 5: capgate.v1.DecideApprovalResponse.approval:type_name -> capgate.v1.Approval
-	10, // 6: capgate.v1.DecideApprovalResponse.error:type_name -> capgate.v1.CapabilityError
-	9,  // 7: capgate.v1.ApprovalEvent.approval:type_name -> capgate.v1.Approval
-	11, // 8: capgate.v1.ExplainRequest.actor:type_name -> capgate.v1.Actor
+	13, // 4: capgate.v1.DecideApprovalRequest.on_behalf_of:type_name -> capgate.v1.Actor
+	11, // 5: capgate.v1.DecideApprovalResponse.approval:type_name -> capgate.v1.Approval
+	12, // 6: capgate.v1.DecideApprovalResponse.error:type_name -> capgate.v1.CapabilityError
+	11, // 7: capgate.v1.ApprovalEvent.approval:type_name -> capgate.v1.Approval
+	13, // 8: capgate.v1.ExplainRequest.actor:type_name -> capgate.v1.Actor
 	1,  // 9: capgate.v1.ApprovalAdmin.ListApprovals:input_type -> capgate.v1.ListApprovalsRequest
 	3,  // 10: capgate.v1.ApprovalAdmin.DecideApproval:input_type -> capgate.v1.DecideApprovalRequest
 	5,  // 11: capgate.v1.ApprovalAdmin.WatchApprovals:input_type -> capgate.v1.WatchApprovalsRequest
 	7,  // 12: capgate.v1.PolicyAdmin.Explain:input_type -> capgate.v1.ExplainRequest
-	2,  // 13: capgate.v1.ApprovalAdmin.ListApprovals:output_type -> capgate.v1.ListApprovalsResponse
-	4,  // 14: capgate.v1.ApprovalAdmin.DecideApproval:output_type -> capgate.v1.DecideApprovalResponse
-	6,  // 15: capgate.v1.ApprovalAdmin.WatchApprovals:output_type -> capgate.v1.ApprovalEvent
-	12, // 16: capgate.v1.PolicyAdmin.Explain:output_type -> capgate.v1.CheckResponse
-	13, // [13:17] is the sub-list for method output_type
-	9,  // [9:13] is the sub-list for method input_type
+	8,  // 13: capgate.v1.CacheAdmin.PurgeCache:input_type -> capgate.v1.PurgeCacheRequest
+	2,  // 14: capgate.v1.ApprovalAdmin.ListApprovals:output_type -> capgate.v1.ListApprovalsResponse
+	4,  // 15: capgate.v1.ApprovalAdmin.DecideApproval:output_type -> capgate.v1.DecideApprovalResponse
+	6,  // 16: capgate.v1.ApprovalAdmin.WatchApprovals:output_type -> capgate.v1.ApprovalEvent
+	14, // 17: capgate.v1.PolicyAdmin.Explain:output_type -> capgate.v1.CheckResponse
+	9,  // 18: capgate.v1.CacheAdmin.PurgeCache:output_type -> capgate.v1.PurgeCacheResponse
+	14, // [14:19] is the sub-list for method output_type
+	9,  // [9:14] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -642,9 +743,9 @@ func file_capgate_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_capgate_v1_admin_proto_rawDesc), len(file_capgate_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   3,
 		},
 		GoTypes:           file_capgate_v1_admin_proto_goTypes,
 		DependencyIndexes: file_capgate_v1_admin_proto_depIdxs,

@@ -315,3 +315,113 @@ var PolicyAdmin_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "capgate/v1/admin.proto",
 }
+
+const (
+	CacheAdmin_PurgeCache_FullMethodName = "/capgate.v1.CacheAdmin/PurgeCache"
+)
+
+// CacheAdminClient is the client API for CacheAdmin service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// CacheAdmin manages the result cache (docs/cache.md); admin listeners only.
+type CacheAdminClient interface {
+	// Deletes every cached entry of one capability, of every config revision. Redis
+	// unreachable answers UNAVAILABLE; an unknown capability id deletes nothing.
+	PurgeCache(ctx context.Context, in *PurgeCacheRequest, opts ...grpc.CallOption) (*PurgeCacheResponse, error)
+}
+
+type cacheAdminClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewCacheAdminClient(cc grpc.ClientConnInterface) CacheAdminClient {
+	return &cacheAdminClient{cc}
+}
+
+func (c *cacheAdminClient) PurgeCache(ctx context.Context, in *PurgeCacheRequest, opts ...grpc.CallOption) (*PurgeCacheResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PurgeCacheResponse)
+	err := c.cc.Invoke(ctx, CacheAdmin_PurgeCache_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CacheAdminServer is the server API for CacheAdmin service.
+// All implementations must embed UnimplementedCacheAdminServer
+// for forward compatibility.
+//
+// CacheAdmin manages the result cache (docs/cache.md); admin listeners only.
+type CacheAdminServer interface {
+	// Deletes every cached entry of one capability, of every config revision. Redis
+	// unreachable answers UNAVAILABLE; an unknown capability id deletes nothing.
+	PurgeCache(context.Context, *PurgeCacheRequest) (*PurgeCacheResponse, error)
+	mustEmbedUnimplementedCacheAdminServer()
+}
+
+// UnimplementedCacheAdminServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedCacheAdminServer struct{}
+
+func (UnimplementedCacheAdminServer) PurgeCache(context.Context, *PurgeCacheRequest) (*PurgeCacheResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PurgeCache not implemented")
+}
+func (UnimplementedCacheAdminServer) mustEmbedUnimplementedCacheAdminServer() {}
+func (UnimplementedCacheAdminServer) testEmbeddedByValue()                    {}
+
+// UnsafeCacheAdminServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to CacheAdminServer will
+// result in compilation errors.
+type UnsafeCacheAdminServer interface {
+	mustEmbedUnimplementedCacheAdminServer()
+}
+
+func RegisterCacheAdminServer(s grpc.ServiceRegistrar, srv CacheAdminServer) {
+	// If the following call panics, it indicates UnimplementedCacheAdminServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&CacheAdmin_ServiceDesc, srv)
+}
+
+func _CacheAdmin_PurgeCache_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PurgeCacheRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CacheAdminServer).PurgeCache(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CacheAdmin_PurgeCache_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CacheAdminServer).PurgeCache(ctx, req.(*PurgeCacheRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// CacheAdmin_ServiceDesc is the grpc.ServiceDesc for CacheAdmin service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var CacheAdmin_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "capgate.v1.CacheAdmin",
+	HandlerType: (*CacheAdminServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "PurgeCache",
+			Handler:    _CacheAdmin_PurgeCache_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "capgate/v1/admin.proto",
+}

@@ -93,3 +93,15 @@ class ExplainRequest(_message.Message):
     actor: _types_pb2.Actor
     phase: str
     def __init__(self, capability_id: _Optional[str] = ..., input_json: _Optional[bytes] = ..., surface: _Optional[str] = ..., actor: _Optional[_Union[_types_pb2.Actor, _Mapping]] = ..., phase: _Optional[str] = ...) -> None: ...
+
+class PurgeCacheRequest(_message.Message):
+    __slots__ = ("capability_id",)
+    CAPABILITY_ID_FIELD_NUMBER: _ClassVar[int]
+    capability_id: str
+    def __init__(self, capability_id: _Optional[str] = ...) -> None: ...
+
+class PurgeCacheResponse(_message.Message):
+    __slots__ = ("deleted",)
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    deleted: int
+    def __init__(self, deleted: _Optional[int] = ...) -> None: ...

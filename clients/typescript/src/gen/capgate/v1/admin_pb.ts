@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file capgate/v1/admin.proto.
  */
 export const file_capgate_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChZjYXBnYXRlL3YxL2FkbWluLnByb3RvEgpjYXBnYXRlLnYxIpgBChRMaXN0QXBwcm92YWxzUmVxdWVzdBIsCghzdGF0dXNlcxgBIAMoDjIaLmNhcGdhdGUudjEuQXBwcm92YWxTdGF0dXMSFQoNY2FwYWJpbGl0eV9pZBgCIAEoCRIUCgxyZXF1ZXN0ZXJfaWQYAyABKAkSEQoJcGFnZV9zaXplGAQgASgFEhIKCnBhZ2VfdG9rZW4YBSABKAkihQEKFUxpc3RBcHByb3ZhbHNSZXNwb25zZRInCglhcHByb3ZhbHMYASADKAsyFC5jYXBnYXRlLnYxLkFwcHJvdmFsEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRIqCgVlcnJvchgDIAEoCzIbLmNhcGdhdGUudjEuQ2FwYWJpbGl0eUVycm9yIp0BChVEZWNpZGVBcHByb3ZhbFJlcXVlc3QSEwoLYXBwcm92YWxfaWQYASABKAkSJAoHdmVyZGljdBgCIAEoDjITLmNhcGdhdGUudjEuVmVyZGljdBIMCgRub3RlGAMgASgJEhIKCmlucHV0X2hhc2gYBCABKAkSJwoMb25fYmVoYWxmX29mGAUgASgLMhEuY2FwZ2F0ZS52MS5BY3RvciJsChZEZWNpZGVBcHByb3ZhbFJlc3BvbnNlEiYKCGFwcHJvdmFsGAEgASgLMhQuY2FwZ2F0ZS52MS5BcHByb3ZhbBIqCgVlcnJvchgCIAEoCzIbLmNhcGdhdGUudjEuQ2FwYWJpbGl0eUVycm9yIi8KFVdhdGNoQXBwcm92YWxzUmVxdWVzdBIWCg5hZnRlcl9ldmVudF9pZBgBIAEoCSJXCg1BcHByb3ZhbEV2ZW50EhAKCGV2ZW50X2lkGAEgASgJEgwKBHR5cGUYAiABKAkSJgoIYXBwcm92YWwYAyABKAsyFC5jYXBnYXRlLnYxLkFwcHJvdmFsIn0KDkV4cGxhaW5SZXF1ZXN0EhUKDWNhcGFiaWxpdHlfaWQYASABKAkSEgoKaW5wdXRfanNvbhgCIAEoDBIPCgdzdXJmYWNlGAMgASgJEiAKBWFjdG9yGAQgASgLMhEuY2FwZ2F0ZS52MS5BY3RvchINCgVwaGFzZRgFIAEoCSpLCgdWZXJkaWN0EhcKE1ZFUkRJQ1RfVU5TUEVDSUZJRUQQABITCg9WRVJESUNUX0FQUFJPVkUQARISCg5WRVJESUNUX1JFSkVDVBACMpACCg1BcHByb3ZhbEFkbWluElQKDUxpc3RBcHByb3ZhbHMSIC5jYXBnYXRlLnYxLkxpc3RBcHByb3ZhbHNSZXF1ZXN0GiEuY2FwZ2F0ZS52MS5MaXN0QXBwcm92YWxzUmVzcG9uc2USVwoORGVjaWRlQXBwcm92YWwSIS5jYXBnYXRlLnYxLkRlY2lkZUFwcHJvdmFsUmVxdWVzdBoiLmNhcGdhdGUudjEuRGVjaWRlQXBwcm92YWxSZXNwb25zZRJQCg5XYXRjaEFwcHJvdmFscxIhLmNhcGdhdGUudjEuV2F0Y2hBcHByb3ZhbHNSZXF1ZXN0GhkuY2FwZ2F0ZS52MS5BcHByb3ZhbEV2ZW50MAEyTwoLUG9saWN5QWRtaW4SQAoHRXhwbGFpbhIaLmNhcGdhdGUudjEuRXhwbGFpblJlcXVlc3QaGS5jYXBnYXRlLnYxLkNoZWNrUmVzcG9uc2VCWQoOZGV2LmNhcGdhdGUudjFCCkFkbWluUHJvdG9QAVo5Z2l0aHViLmNvbS9jYXBnYXRlL2NhcGdhdGUvY2xpZW50cy9nby9jYXBnYXRldjE7Y2FwZ2F0ZXYxYgZwcm90bzM", [file_capgate_v1_gateway, file_capgate_v1_types]);
+  fileDesc("ChZjYXBnYXRlL3YxL2FkbWluLnByb3RvEgpjYXBnYXRlLnYxIpgBChRMaXN0QXBwcm92YWxzUmVxdWVzdBIsCghzdGF0dXNlcxgBIAMoDjIaLmNhcGdhdGUudjEuQXBwcm92YWxTdGF0dXMSFQoNY2FwYWJpbGl0eV9pZBgCIAEoCRIUCgxyZXF1ZXN0ZXJfaWQYAyABKAkSEQoJcGFnZV9zaXplGAQgASgFEhIKCnBhZ2VfdG9rZW4YBSABKAkihQEKFUxpc3RBcHByb3ZhbHNSZXNwb25zZRInCglhcHByb3ZhbHMYASADKAsyFC5jYXBnYXRlLnYxLkFwcHJvdmFsEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRIqCgVlcnJvchgDIAEoCzIbLmNhcGdhdGUudjEuQ2FwYWJpbGl0eUVycm9yIp0BChVEZWNpZGVBcHByb3ZhbFJlcXVlc3QSEwoLYXBwcm92YWxfaWQYASABKAkSJAoHdmVyZGljdBgCIAEoDjITLmNhcGdhdGUudjEuVmVyZGljdBIMCgRub3RlGAMgASgJEhIKCmlucHV0X2hhc2gYBCABKAkSJwoMb25fYmVoYWxmX29mGAUgASgLMhEuY2FwZ2F0ZS52MS5BY3RvciJsChZEZWNpZGVBcHByb3ZhbFJlc3BvbnNlEiYKCGFwcHJvdmFsGAEgASgLMhQuY2FwZ2F0ZS52MS5BcHByb3ZhbBIqCgVlcnJvchgCIAEoCzIbLmNhcGdhdGUudjEuQ2FwYWJpbGl0eUVycm9yIi8KFVdhdGNoQXBwcm92YWxzUmVxdWVzdBIWCg5hZnRlcl9ldmVudF9pZBgBIAEoCSJXCg1BcHByb3ZhbEV2ZW50EhAKCGV2ZW50X2lkGAEgASgJEgwKBHR5cGUYAiABKAkSJgoIYXBwcm92YWwYAyABKAsyFC5jYXBnYXRlLnYxLkFwcHJvdmFsIn0KDkV4cGxhaW5SZXF1ZXN0EhUKDWNhcGFiaWxpdHlfaWQYASABKAkSEgoKaW5wdXRfanNvbhgCIAEoDBIPCgdzdXJmYWNlGAMgASgJEiAKBWFjdG9yGAQgASgLMhEuY2FwZ2F0ZS52MS5BY3RvchINCgVwaGFzZRgFIAEoCSIqChFQdXJnZUNhY2hlUmVxdWVzdBIVCg1jYXBhYmlsaXR5X2lkGAEgASgJIiUKElB1cmdlQ2FjaGVSZXNwb25zZRIPCgdkZWxldGVkGAEgASgDKksKB1ZlcmRpY3QSFwoTVkVSRElDVF9VTlNQRUNJRklFRBAAEhMKD1ZFUkRJQ1RfQVBQUk9WRRABEhIKDlZFUkRJQ1RfUkVKRUNUEAIykAIKDUFwcHJvdmFsQWRtaW4SVAoNTGlzdEFwcHJvdmFscxIgLmNhcGdhdGUudjEuTGlzdEFwcHJvdmFsc1JlcXVlc3QaIS5jYXBnYXRlLnYxLkxpc3RBcHByb3ZhbHNSZXNwb25zZRJXCg5EZWNpZGVBcHByb3ZhbBIhLmNhcGdhdGUudjEuRGVjaWRlQXBwcm92YWxSZXF1ZXN0GiIuY2FwZ2F0ZS52MS5EZWNpZGVBcHByb3ZhbFJlc3BvbnNlElAKDldhdGNoQXBwcm92YWxzEiEuY2FwZ2F0ZS52MS5XYXRjaEFwcHJvdmFsc1JlcXVlc3QaGS5jYXBnYXRlLnYxLkFwcHJvdmFsRXZlbnQwATJPCgtQb2xpY3lBZG1pbhJACgdFeHBsYWluEhouY2FwZ2F0ZS52MS5FeHBsYWluUmVxdWVzdBoZLmNhcGdhdGUudjEuQ2hlY2tSZXNwb25zZTJZCgpDYWNoZUFkbWluEksKClB1cmdlQ2FjaGUSHS5jYXBnYXRlLnYxLlB1cmdlQ2FjaGVSZXF1ZXN0Gh4uY2FwZ2F0ZS52MS5QdXJnZUNhY2hlUmVzcG9uc2VCWQoOZGV2LmNhcGdhdGUudjFCCkFkbWluUHJvdG9QAVo5Z2l0aHViLmNvbS9jYXBnYXRlL2NhcGdhdGUvY2xpZW50cy9nby9jYXBnYXRldjE7Y2FwZ2F0ZXYxYgZwcm90bzM", [file_capgate_v1_gateway, file_capgate_v1_types]);
 
 /**
  * @generated from message capgate.v1.ListApprovalsRequest
@@ -233,6 +233,42 @@ export const ExplainRequestSchema: GenMessage<ExplainRequest> = /*@__PURE__*/
   messageDesc(file_capgate_v1_admin, 6);
 
 /**
+ * @generated from message capgate.v1.PurgeCacheRequest
+ */
+export type PurgeCacheRequest = Message<"capgate.v1.PurgeCacheRequest"> & {
+  /**
+   * @generated from field: string capability_id = 1;
+   */
+  capabilityId: string;
+};
+
+/**
+ * Describes the message capgate.v1.PurgeCacheRequest.
+ * Use `create(PurgeCacheRequestSchema)` to create a new message.
+ */
+export const PurgeCacheRequestSchema: GenMessage<PurgeCacheRequest> = /*@__PURE__*/
+  messageDesc(file_capgate_v1_admin, 7);
+
+/**
+ * @generated from message capgate.v1.PurgeCacheResponse
+ */
+export type PurgeCacheResponse = Message<"capgate.v1.PurgeCacheResponse"> & {
+  /**
+   * Entries deleted.
+   *
+   * @generated from field: int64 deleted = 1;
+   */
+  deleted: bigint;
+};
+
+/**
+ * Describes the message capgate.v1.PurgeCacheResponse.
+ * Use `create(PurgeCacheResponseSchema)` to create a new message.
+ */
+export const PurgeCacheResponseSchema: GenMessage<PurgeCacheResponse> = /*@__PURE__*/
+  messageDesc(file_capgate_v1_admin, 8);
+
+/**
  * @generated from enum capgate.v1.Verdict
  */
 export enum Verdict {
@@ -311,4 +347,24 @@ export const PolicyAdmin: GenService<{
   },
 }> = /*@__PURE__*/
   serviceDesc(file_capgate_v1_admin, 1);
+
+/**
+ * CacheAdmin manages the result cache (docs/cache.md); admin listeners only.
+ *
+ * @generated from service capgate.v1.CacheAdmin
+ */
+export const CacheAdmin: GenService<{
+  /**
+   * Deletes every cached entry of one capability, of every config revision. Redis
+   * unreachable answers UNAVAILABLE; an unknown capability id deletes nothing.
+   *
+   * @generated from rpc capgate.v1.CacheAdmin.PurgeCache
+   */
+  purgeCache: {
+    methodKind: "unary";
+    input: typeof PurgeCacheRequestSchema;
+    output: typeof PurgeCacheResponseSchema;
+  },
+}> = /*@__PURE__*/
+  serviceDesc(file_capgate_v1_admin, 2);
 
