@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from gateway.upstream.httpspec import HttpRoute
+
 Surface = str  # e.g. "direct", "agent", "mcp", "workflow" — fixed by the listener (SI-2)
 SideEffect = Literal["none", "read", "write", "destructive"]
 Risk = Literal["low", "medium", "high", "critical"]
@@ -119,6 +121,7 @@ class Capability:
     policies: tuple[str, ...] = ()
     limits: Limits = Limits()
     schema_version: str = ""  # digest of the input schema, bound into approvals (§12)
+    http: HttpRoute | None = None  # method, path, query, body: kind http only (upstreams.md)
     cache: CacheSpec | None = None  # none/read capabilities only (docs/cache.md)
     map_input: str | None = None  # CEL building the upstream request at stage 11
     map_input_schema: Mapping[str, Any] | None = None  # what map_input builds (procedure)

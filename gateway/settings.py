@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from gateway.model import Capability, Limits
+from gateway.upstream.httpspec import HttpUpstream
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +107,7 @@ class Listener:
 class Upstream:
     name: str
     address: str  # "127.0.0.1:50051" or "unix:///path"
-    kind: Literal["grpc", "procedure"] = "grpc"
+    kind: Literal["grpc", "procedure", "http"] = "grpc"
     descriptor_set: str | None = None  # FileDescriptorSet; else server reflection
     tls: bool = False
     ca_file: str | None = None
@@ -115,6 +116,7 @@ class Upstream:
     server_name: str | None = None
     max_response_bytes: int = 4 * 1024 * 1024
     keepalive_s: int = 30
+    http: HttpUpstream | None = None  # kind http only (docs/upstreams.md)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from gateway.outputexpr import OutputExpr, OutputExprError
 from gateway.redact import Redactor
 from gateway.settings import Settings, Upstream
 from gateway.upstream.call import UpstreamCall, grpc_call, procedure_call
-from gateway.upstream.channels import ChannelPool
+from gateway.upstream.channels import HTTP_KINDS, ChannelPool
 from gateway.upstream.descriptors import (
     load_descriptor_set,
     load_from_reflection,
@@ -32,6 +32,7 @@ from gateway.upstream.descriptors import (
 from gateway.upstream.errors import UpstreamConfigError
 from gateway.upstream.mapinput import InputMapper, MapInputError
 from gateway.upstream.schema import derive_schema
+from gateway.upstream.targets import prepare_target
 from gateway.validation import SchemaValidator
 from policy import LoadIssue, Phase, PolicyLoadError, PolicySet, load_policy_set
 
@@ -160,6 +161,27 @@ async def _prepare(
     reflection not asked for), or None after recording why it cannot be prepared."""
     parts: PathParts = ("capabilities", index)
     upstream = settings.upstreams[cap.upstream]
+    if upstream.kind in HTTP_KINDS:  # http and mcp upstreams (gateway/upstream/targets.py)
+        try:
+            found = await prepare_target(cap, upstream, pool, connect=reflection)
+        except UpstreamConfigError as exc:
+            problems.append(_refusal(cap, parts, str(exc)))
+            return None
+        if found is None:
+            return cap.input_schema or {}
+        cap = found.capability
+        try:
+            return _finish(
+                cap,
+                settings=settings,
+                pool=pool,
+                target=(found.input_schema, found.call, found.method),
+                hmac_key=hmac_key,
+                key_id=key_id,
+            )
+        except (OutputExprError, UpstreamConfigError, ValueError) as exc:
+            problems.append(SnapshotProblem(parts, f"capability {cap.id}: {exc}"))
+            return None
     try:
         channel = pool.channel(upstream)  # reads the upstream's TLS files
     except UpstreamConfigError as exc:

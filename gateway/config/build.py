@@ -17,6 +17,7 @@ from gateway.canonical import canonical_json
 from gateway.config.capabilities import PROCEDURE_METHOD
 from gateway.config.context import plain, resolve
 from gateway.config.durations import parse_duration, whole_seconds
+from gateway.config.kinds import http_route, http_upstream
 from gateway.config.revision import SHORT_HASH
 from gateway.mcp.config import mcp_settings
 from gateway.model import (
@@ -184,18 +185,23 @@ class _Builder:
             "max_response_bytes": ("max_response_bytes", _same),
             "keepalive": ("keepalive_s", whole_seconds),
         }
-        return Upstream(name=name, address=node["address"], **_kw(node, spec))
+        http = http_upstream(node.get("http")) if node.get("kind") == "http" else None
+        return Upstream(name=name, address=node["address"], http=http, **_kw(node, spec))
 
     def capability(
         self, node: Mapping[str, Any], upstreams: Mapping[str, Upstream], limits: Limits
     ) -> Capability:
         upstream = upstreams[node["upstream"]]
-        method = node.get("method") or PROCEDURE_METHOD
+        route = http_route(node.get("http"))  # kind http: the method is the route's
+        method = f"{route.method} {route.template}" if route else node.get("method")
+        method = method or PROCEDURE_METHOD
         input_schema = plain(node["input_schema"]) if "input_schema" in node else None
         output_schema = plain(node["output_schema"]) if "output_schema" in node else None
         redact = node.get("redact", {})
         approval = node.get("approval", {})
         version = {"input_schema": input_schema, "method": method, "upstream": upstream.name}
+        if route is not None:  # the query and body binding change what is sent, too
+            version |= {"http": plain(node["http"])}
         map_input = node.get("map_input")
         map_schema = plain(node["map_input_schema"]) if "map_input_schema" in node else None
         if map_input is not None:  # what reaches the upstream changes: approvals must not resume
@@ -223,6 +229,7 @@ class _Builder:
             limits=dataclasses.replace(limits, **_kw(node.get("limits"), _LIMITS)),
             # §12: approvals bind this digest; a changed schema, upstream or method refuses Resume.
             schema_version=short_sha256(canonical_json(version)),
+            http=route,
             cache=_cache(node.get("cache")),
             map_input=map_input,
             map_input_schema=map_schema,

@@ -17,6 +17,7 @@ from google.protobuf import descriptor_pb2
 from google.protobuf.message import DecodeError
 
 from gateway.config.context import Ctx, check_port, items, mapping, plain, seconds_of, text
+from gateway.config.kinds import check_http_capability, check_http_upstream
 from gateway.config.problems import PathParts
 from gateway.config.source import LDict
 from gateway.outputexpr import OutputExpr, OutputExprError
@@ -50,6 +51,9 @@ def check_upstreams(ctx: Ctx) -> dict[str, Methods]:
             ctx.fail(parts, "client_cert_file and client_key_file go together")
         for key in ("ca_file", "client_cert_file", "client_key_file"):
             ctx.existing_file(upstream, key, parts)
+        check_http_upstream(ctx, upstream, parts)  # kind http (gateway/config/kinds.py)
+        if text(upstream, "kind") == "http":
+            continue
         if "descriptor_set" in upstream and text(upstream, "kind", "grpc") == "procedure":
             ctx.fail((*parts, "descriptor_set"), "not used by procedure upstreams")
             continue
@@ -117,6 +121,8 @@ def _check_target(
         return
     kind = text(mapping(upstreams.get(name)), "kind", "grpc")
     method = cap.get("method")
+    if check_http_capability(ctx, cap, parts, kind):
+        return
     if kind == "procedure":
         if method is not None and method != PROCEDURE_METHOD:
             ctx.fail((*parts, "method"), f"procedure upstreams are called at {PROCEDURE_METHOD}")

@@ -11,7 +11,7 @@ STYLE: only the upstream call is a wrapper chain, and this module is all of it:
   `capability.retry.max_attempts > 0` and the capability is side-effect free (`none`/`read`)
   or explicitly `idempotent` (SI-11), with exponential backoff and full jitter (the gRPC
   retry design: a uniform draw in [0, backoff]; the draw is injected, STYLE principle 5),
-  never sleeping past the deadline.
+  at least an HTTP upstream's `Retry-After`, never sleeping past the deadline.
 
 Caller cancellation is not an error here: `asyncio.CancelledError` propagates, and grpc.aio
 cancels the RPC so the upstream sees its context cancelled.
@@ -33,7 +33,13 @@ from gateway.model import Capability, RetrySpec
 from gateway.settings import Upstream
 from gateway.upstream.descriptors import MethodInfo
 from gateway.upstream.errors import TranscodeError
-from gateway.upstream.state import ATTEMPTS_KEY, ExecutionState, state_of, with_state
+from gateway.upstream.state import (
+    ATTEMPTS_KEY,
+    RETRY_AFTER_KEY,
+    ExecutionState,
+    state_of,
+    with_state,
+)
 from gateway.upstream.status import map_rpc_error
 from gateway.upstream.transcode import MessageCodec
 
@@ -298,6 +304,10 @@ async def call_with_retry(
             if not (allowed and err.is_retryable and attempt <= capability.retry.max_attempts):
                 raise
             delay = backoff_delay(capability.retry, attempt, jitter())
+            # An HTTP upstream's Retry-After (gateway/upstream/http.py) is a floor on the wait.
+            after = err.details.get(RETRY_AFTER_KEY)
+            if isinstance(after, float):
+                delay = max(delay, after)
             if clock() + delay >= deadline:
                 raise  # §12: retries stay inside the remaining deadline
             failure = err

@@ -15,6 +15,9 @@ import grpc
 
 from gateway.settings import Upstream
 from gateway.upstream.errors import UpstreamConfigError
+from gateway.upstream.http import HttpClients
+
+HTTP_KINDS = frozenset({"http", "mcp"})  # upstreams served over HTTP, not gRPC channels
 
 __all__ = [
     "ChannelPool",
@@ -99,9 +102,12 @@ class ChannelPool:
     def __init__(self, upstreams: Mapping[str, Upstream] | None = None) -> None:
         self._channels: dict[str, tuple[Upstream, grpc.aio.Channel]] = {}
         self._retired: list[grpc.aio.Channel] = []
-        for upstream in (upstreams or {}).values():
+        # kind http and mcp upstreams: HTTP clients, pooled the same way (gateway/upstream/http.py)
+        self.http = HttpClients()
+        grpc_upstreams = [u for u in (upstreams or {}).values() if u.kind not in HTTP_KINDS]
+        for upstream in grpc_upstreams:
             channel_credentials(upstream)  # fail on a bad TLS file before opening anything
-        for upstream in (upstreams or {}).values():
+        for upstream in grpc_upstreams:
             self.channel(upstream)
 
     def channel(self, upstream: Upstream) -> grpc.aio.Channel:
@@ -124,3 +130,4 @@ class ChannelPool:
         self._channels, self._retired = {}, []
         for channel in channels:
             await channel.close(grace)
+        await self.http.close()

@@ -19,6 +19,7 @@ from gateway.errors import CapabilityError
 
 __all__ = [
     "ATTEMPTS_KEY",
+    "RETRY_AFTER_KEY",
     "STATE_KEY",
     "UPSTREAM_STATUS_KEY",
     "ExecutionState",
@@ -29,6 +30,7 @@ __all__ = [
 STATE_KEY: Final = "execution_state"
 UPSTREAM_STATUS_KEY: Final = "upstream_status"
 ATTEMPTS_KEY: Final = "attempts"
+RETRY_AFTER_KEY: Final = "retry_after_s"  # an HTTP upstream's Retry-After, in seconds
 
 
 class ExecutionState(StrEnum):

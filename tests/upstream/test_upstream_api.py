@@ -9,6 +9,7 @@ import inspect
 import pytest
 
 from gateway.upstream.call import GrpcMethodCall, ProcedureCall
+from gateway.upstream.http import HttpCall
 
 PUBLIC = {
     "call": [
@@ -44,6 +45,7 @@ PUBLIC = {
     "state": [
         "ATTEMPTS_KEY",
         "ExecutionState",
+        "RETRY_AFTER_KEY",
         "STATE_KEY",
         "UPSTREAM_STATUS_KEY",
         "state_of",
@@ -59,6 +61,19 @@ PUBLIC = {
         "scalar_codec",
     ],
     "transcode": ["MessageCodec"],
+    "http": [
+        "MAX_PUBLIC_MESSAGE",
+        "HttpCall",
+        "HttpClients",
+        "HttpRequest",
+        "create_client",
+        "http_call",
+        "map_response",
+        "public_text",
+        "request_for",
+    ],
+    "httpspec": ["BODY_METHODS", "HttpRoute", "HttpUpstream", "PathPart", "parse_template"],
+    "targets": ["Target", "prepare_target"],
     "wellknown": ["Decode", "Encode", "FieldError", "WRAPPERS", "wkt_codec"],
 }
 
@@ -111,7 +126,7 @@ def test_signatures_callers_rely_on(module: str, name: str) -> None:
 
 
 def test_an_upstream_call_takes_json_a_timeout_and_metadata() -> None:
-    for cls in (GrpcMethodCall, ProcedureCall):
+    for cls in (GrpcMethodCall, ProcedureCall, HttpCall):
         assert str(inspect.signature(cls.__call__)) == (
             "(self, input_value: 'Any', *, timeout: 'float', metadata: 'Metadata' = ()) -> 'Any'"
         )

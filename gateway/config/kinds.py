@@ -1,0 +1,116 @@
+"""Checks (at file:line) and builders of the upstream kinds that are not gRPC (`kind: http`;
+docs/upstreams.md).
+
+The schema already limits a path template to `/`-separated URL path characters and whole
+`{property}` placeholders; these checks add what a pattern cannot say: no `.`/`..` segment,
+placeholders that name required string or integer properties of the input schema, query
+parameters that name properties, and an address that is a TCP `host:port`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.config.context import Ctx, mapping, text
+from gateway.config.problems import PathParts
+from gateway.config.source import LDict
+from gateway.upstream.httpspec import BODY_METHODS, HttpRoute, HttpUpstream, parse_template
+
+__all__ = ["check_http_capability", "check_http_upstream", "http_route", "http_upstream"]
+
+_DOT_SEGMENTS = frozenset({".", ".."})
+_SEGMENT_TYPES = frozenset({"string", "integer"})
+
+
+def check_http_upstream(ctx: Ctx, upstream: LDict, parts: PathParts) -> None:
+    """`kind: http` upstreams; the `http` block anywhere else."""
+    kind = text(upstream, "kind", "grpc")
+    if kind != "http":
+        if "http" in upstream:
+            ctx.fail((*parts, "http"), "only used with kind: http")
+        return
+    address = text(upstream, "address")
+    if address.startswith("unix:") or ":" not in address or "/" in address:
+        ctx.fail((*parts, "address"), "a kind http upstream's address is host:port")
+    if "descriptor_set" in upstream:
+        ctx.fail((*parts, "descriptor_set"), "not used by http upstreams")
+    base = text(mapping(upstream.get("http")), "base_path")
+    if any(segment in _DOT_SEGMENTS for segment in base.split("/")):
+        ctx.fail((*parts, "http", "base_path"), "a . or .. segment is not allowed")
+
+
+def check_http_capability(ctx: Ctx, cap: LDict, parts: PathParts, kind: str) -> bool:
+    """The capability's `http` block against its upstream's kind; True when the capability's
+    upstream is of kind http (the gRPC method checks then do not apply)."""
+    route = cap.get("http")
+    if kind != "http":
+        if route is not None:
+            ctx.fail((*parts, "http"), "only used with an upstream of kind: http")
+        return False
+    if "method" in cap:
+        ctx.fail((*parts, "method"), "http upstreams take http.method and http.path instead")
+    if not isinstance(route, LDict):
+        ctx.fail(parts, "http (method and path) is required for an http upstream")
+        return True
+    schema = cap.get("input_schema")
+    if not isinstance(schema, dict):
+        ctx.fail(parts, "input_schema is required for an http upstream")
+        return True
+    properties = mapping(schema.get("properties"))
+    required = schema.get("required")
+    required_names = set(required) if isinstance(required, list) else set()
+    template = route.get("path")
+    if isinstance(template, str) and template.startswith("/"):
+        for part in parse_template(template):
+            if part.literal in _DOT_SEGMENTS:
+                ctx.fail((*parts, "http", "path"), "a . or .. segment is not allowed")
+            elif part.name:
+                _check_placeholder(ctx, part.name, properties, required_names, parts)
+    query = route.get("query")
+    for name in query if isinstance(query, list) else ():
+        if isinstance(name, str) and name not in properties:
+            ctx.fail((*parts, "http", "query"), f"{name} is not a property of input_schema")
+    return True
+
+
+def _check_placeholder(
+    ctx: Ctx, name: str, properties: Any, required: set[str], parts: PathParts
+) -> None:
+    where = (*parts, "http", "path")
+    prop = properties.get(name) if isinstance(properties, dict) else None
+    if not isinstance(prop, dict):
+        ctx.fail(where, f"{{{name}}} is not a property of input_schema")
+        return
+    if name not in required:
+        ctx.fail(where, f"{{{name}}} must be a required property of input_schema")
+    if prop.get("type") not in _SEGMENT_TYPES:
+        ctx.fail(where, f"{{{name}}} must have type string or integer in input_schema")
+
+
+def http_upstream(node: Any) -> HttpUpstream | None:
+    """The `http` block of a checked upstream (None when absent: the defaults)."""
+    if not isinstance(node, Mapping):
+        return None
+    return HttpUpstream(
+        base_path=node.get("base_path", ""),
+        headers=tuple((str(k), str(v)) for k, v in node.get("headers", {}).items()),
+        max_redirects=node.get("max_redirects", 0),
+        http2=node.get("http2", True),
+    )
+
+
+def http_route(node: Any) -> HttpRoute | None:
+    """The `http` block of a checked capability."""
+    if not isinstance(node, Mapping):
+        return None
+    method = node["method"]
+    default_body = "input" if method in BODY_METHODS else "none"
+    return HttpRoute(
+        method=method,
+        path=parse_template(node["path"]),
+        template=node["path"],
+        query=tuple(node.get("query", ())),
+        body=node.get("body", default_body),
+        contract_errors=frozenset(node.get("contract_errors", ())),
+    )

@@ -1,0 +1,432 @@
+"""`kind: http` upstreams: a capability is one HTTP/JSON request (docs/upstreams.md, ADR 0021).
+
+The request: the method and path template of the capability's `http` block, below the
+upstream's configured origin and `base_path`. Each `{placeholder}` fills one whole path segment
+with a string or integer of the value to send, percent-encoded so that every byte outside the
+RFC 3986 unreserved set (`A-Z a-z 0-9 - . _ ~`) becomes `%XX`: a value can never add a segment
+(`/`), a query (`?`), a fragment (`#`), userinfo (`@`), a scheme or port (`:`), or a line (CR,
+LF), and `.`, `..` and the empty string are refused outright (INPUT_INVALID, nothing sent).
+Query parameters are encoded the same way. The body is the value without the properties the
+URL took, as JSON (`body: input`), or nothing. The scheme, host and port come from the
+upstream's `address` and `tls` only — never from a value (No SSRF by construction).
+
+`HttpCall.__call__` takes "the value to send": the validated input, or what stage 11's
+`map_input` built from it; `request_for` is the same step on its own.
+
+The answer, one table (`map_response`):
+
+| answer                                   | code                 | exposed       | state       |
+|------------------------------------------|----------------------|---------------|-------------|
+| 2xx, strict JSON (empty body: null)      | (the output)         |               | COMPLETED   |
+| 2xx, not strict JSON / over the limit    | OUTPUT_INVALID       | no            | COMPLETED   |
+| a status listed in `contract_errors`     | EXECUTION_FAILED     | its message   | COMPLETED   |
+| 429, 503 (retryable; `Retry-After` kept) | UPSTREAM_UNAVAILABLE | yes           | COMPLETED   |
+| a redirect not followed, any other status| EXECUTION_FAILED     | no (SI-9)     | COMPLETED   |
+| no connection made (refused, DNS, TLS)   | UPSTREAM_UNAVAILABLE | yes           | NOT_STARTED |
+| the deadline before the request went out | TIMEOUT              | yes           | NOT_STARTED |
+| the deadline after the request went out  | TIMEOUT              | yes           | UNKNOWN     |
+| the connection lost after sending        | UPSTREAM_UNAVAILABLE | yes           | UNKNOWN     |
+
+"Went out" is known exactly: the HTTP client reports when it starts sending the request
+headers (httpcore's `trace` extension); before that nothing reached the upstream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import ssl
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import quote
+
+import httpx2
+import orjson
+
+from gateway.errors import GENERIC_MESSAGE, CapabilityError, Code, InputIssue
+from gateway.jsonvalue import parse_strict
+from gateway.settings import Upstream
+from gateway.upstream.call import Metadata
+from gateway.upstream.errors import UpstreamConfigError
+from gateway.upstream.httpspec import HttpRoute, HttpUpstream
+from gateway.upstream.state import (
+    RETRY_AFTER_KEY,
+    UPSTREAM_STATUS_KEY,
+    ExecutionState,
+    with_state,
+)
+
+__all__ = [
+    "MAX_PUBLIC_MESSAGE",
+    "HttpCall",
+    "HttpClients",
+    "HttpRequest",
+    "create_client",
+    "http_call",
+    "map_response",
+    "public_text",
+    "request_for",
+]
+
+MAX_PUBLIC_MESSAGE: Final = 500
+USER_AGENT: Final = "capgate/0.1"
+_RETRYABLE: Final = frozenset({429, 503})
+_REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
+_SEGMENT_RULE: Final = "must be a non-empty string or integer other than . and .."
+_QUERY_RULE: Final = "must be a string, number or boolean to be sent as a query parameter"
+# Metadata the gRPC path sends that HTTP carries as headers of the same names.
+_FORWARDED_PREFIXES: Final = ("x-capgate-", "traceparent", "tracestate")
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRequest:
+    """What goes out: the method, the path and query below the origin, and the JSON body."""
+
+    method: str
+    target: str  # "/base/orders/A%2FB?x=1": path and query only, already encoded
+    body: bytes | None
+
+
+def _input_invalid(path: str, rule: str) -> CapabilityError:
+    error = CapabilityError(
+        Code.INPUT_INVALID,
+        reason=f"http request: {path}: {rule}",
+        issues=(InputIssue(path, rule),),
+    )
+    return with_state(error, ExecutionState.NOT_STARTED)
+
+
+def _segment(value: Any, name: str) -> str:
+    """One path segment from a value: every byte but the unreserved ones percent-encoded."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise _input_invalid(f"$.{name}", _SEGMENT_RULE)
+    text = str(value)
+    if text in ("", ".", ".."):
+        raise _input_invalid(f"$.{name}", _SEGMENT_RULE)
+    return quote(text, safe="")
+
+
+def _query_value(value: Any, name: str) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return orjson.dumps(value).decode()
+    if isinstance(value, str):
+        return value
+    raise _input_invalid(f"$.{name}", _QUERY_RULE)
+
+
+def request_for(route: HttpRoute, base_path: str, value: Any) -> HttpRequest:
+    """The request for `value` (the validated input, or what map_input built from it)."""
+    fields: Mapping[str, Any] = value if isinstance(value, Mapping) else {}
+    segments = [base_path]
+    for part in route.path:
+        if part.name:
+            if part.name not in fields:
+                raise _input_invalid(f"$.{part.name}", "is required in the URL path")
+            segments.append("/" + _segment(fields[part.name], part.name))
+        else:
+            segments.append("/" + part.literal)
+    target = "".join(segments) or "/"
+    pairs = [
+        f"{quote(name, safe='')}={quote(_query_value(fields[name], name), safe='')}"
+        for name in route.query
+        if name in fields and fields[name] is not None
+    ]
+    if pairs:
+        target += "?" + "&".join(pairs)
+    body: bytes | None = None
+    if route.body == "input":
+        bound = route.bound
+        sent = {k: v for k, v in fields.items() if k not in bound} if fields else value
+        body = orjson.dumps(sent)
+    return HttpRequest(route.method, target, body)
+
+
+def public_text(text: str) -> str:
+    """A message an upstream chose to expose, made safe to show: control, format (bidi) and
+    other invisible characters dropped, whitespace runs made one space, at most
+    `MAX_PUBLIC_MESSAGE` characters; empty becomes the generic message."""
+    kept = "".join(
+        " " if ch.isspace() else ch
+        for ch in text[: MAX_PUBLIC_MESSAGE * 4]
+        if ch.isspace() or not unicodedata.category(ch).startswith(("C", "Z"))
+    )
+    cleaned = " ".join(kept.split())
+    if len(cleaned) > MAX_PUBLIC_MESSAGE:
+        cleaned = cleaned[: MAX_PUBLIC_MESSAGE - 1] + "…"
+    return cleaned or GENERIC_MESSAGE
+
+
+def _contract_message(body: bytes, content_type: str) -> str:
+    """The public message of a declared contract error: a JSON body's `message` (or `error`,
+    or `error.message`, or `detail`), else a text/plain body, else the generic message."""
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        parsed = None
+    if isinstance(parsed, dict):
+        for key in ("message", "error", "detail"):
+            found = parsed.get(key)
+            if isinstance(found, dict):
+                found = found.get("message")
+            if isinstance(found, str):
+                return public_text(found)
+        return GENERIC_MESSAGE
+    if content_type.split(";", maxsplit=1)[0].strip().lower() == "text/plain":
+        return public_text(body.decode("utf-8", errors="replace"))
+    return GENERIC_MESSAGE
+
+
+def _retry_after(headers: httpx2.Headers) -> float | None:
+    """`Retry-After` in seconds: delta-seconds, or an HTTP-date measured against the response's
+    own `Date` (so no local clock is read); None when absent or unreadable."""
+    raw = headers.get("retry-after", "").strip()
+    if raw.isdigit():
+        return float(int(raw[:9]))
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+        now = email.utils.parsedate_to_datetime(headers.get("date", ""))
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max((when - now).total_seconds(), 0.0)
+
+
+def map_response(
+    status: int, headers: httpx2.Headers, body: bytes, *, route: HttpRoute, upstream: str
+) -> Any:
+    """The output of a final (non-redirect) answer, or the governed error (the module table)."""
+    tag = f"HTTP {status}"
+    reason = f"upstream {upstream}: {tag}"
+    if 200 <= status < 300:
+        if not body.strip():
+            return None
+        try:
+            return parse_strict(body, what="response body")
+        except CapabilityError as err:
+            raise _answered(
+                CapabilityError(Code.OUTPUT_INVALID, reason=f"{reason}: {err.reason}"), tag
+            ) from None
+    if status in route.contract_errors:
+        error = CapabilityError(
+            Code.EXECUTION_FAILED,
+            message=_contract_message(body, headers.get("content-type", "")),
+            reason=f"{reason} (contract error)",
+            expose_to_model=True,
+        )
+        error.details["contract_reason"] = f"http_{status}"
+        raise _answered(error, tag)
+    if status in _RETRYABLE:
+        error = CapabilityError(Code.UPSTREAM_UNAVAILABLE, reason=reason)
+        after = _retry_after(headers)
+        if after is not None:
+            error.details[RETRY_AFTER_KEY] = after
+        raise _answered(error, tag)
+    raise _answered(CapabilityError(Code.EXECUTION_FAILED, reason=reason), tag)
+
+
+def _answered(error: CapabilityError, tag: str) -> CapabilityError:
+    error.details[UPSTREAM_STATUS_KEY] = tag
+    if error.code is Code.OUTPUT_INVALID:
+        error.executed = True
+    return with_state(error, ExecutionState.COMPLETED)
+
+
+def _failed(code: Code, reason: str, *, sent: bool) -> CapabilityError:
+    error = CapabilityError(code, reason=reason)
+    error.details[UPSTREAM_STATUS_KEY] = "HTTP transport"
+    return with_state(error, ExecutionState.UNKNOWN if sent else ExecutionState.NOT_STARTED)
+
+
+class _Sent:
+    """Learns from httpcore's trace events whether a request's headers started going out."""
+
+    __slots__ = ("sent",)
+
+    def __init__(self) -> None:
+        self.sent = False
+
+    async def __call__(self, event: str, info: Mapping[str, Any]) -> None:
+        if event.endswith("send_request_headers.started"):
+            self.sent = True
+
+
+def _origin(url: httpx2.URL) -> tuple[str, str, int | None]:
+    return (url.scheme, url.host, url.port)
+
+
+class HttpCall:
+    """The prepared call of one capability on a `kind: http` upstream."""
+
+    def __init__(self, client: httpx2.AsyncClient, upstream: Upstream, route: HttpRoute) -> None:
+        spec = upstream.http or HttpUpstream()
+        self.full_method = f"{route.method} {spec.base_path}{route.template}"
+        self.route = route
+        self._client = client
+        self._upstream = upstream.name
+        self._base_path = spec.base_path
+        self._origin = f"{'https' if upstream.tls else 'http'}://{upstream.address}"
+        self._max_redirects = spec.max_redirects
+        self._max_bytes = upstream.max_response_bytes
+        self._headers = httpx2.Headers([("user-agent", USER_AGENT), ("accept", "application/json")])
+        self._headers.update(dict(spec.headers))
+        if upstream.server_name:
+            self._headers["host"] = upstream.server_name
+        self._extensions = {"sni_hostname": upstream.server_name} if upstream.server_name else {}
+
+    async def __call__(
+        self,
+        input_value: Any,
+        *,
+        timeout: float,  # noqa: ASYNC109 - the attempt's share of the deadline
+        metadata: Metadata = (),
+    ) -> Any:
+        request = request_for(self.route, self._base_path, input_value)
+        headers = self._headers.copy()
+        for key, value in metadata:
+            if key.startswith(_FORWARDED_PREFIXES):
+                headers[key] = value
+        if request.body is not None:
+            headers["content-type"] = "application/json"
+        sent = _Sent()
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._exchange(request, headers, sent)
+        except TimeoutError:
+            reason = f"upstream {self._upstream}: deadline exceeded"
+            raise _failed(Code.TIMEOUT, reason, sent=sent.sent) from None
+
+    async def _exchange(self, request: HttpRequest, headers: httpx2.Headers, sent: _Sent) -> Any:
+        url = httpx2.URL(self._origin + request.target)
+        method, body = request.method, request.body
+        for hop in range(self._max_redirects + 1):
+            status, answer_headers, payload = await self._send(
+                self._build(method, url, headers, body, sent), sent
+            )
+            location = answer_headers.get("location")
+            if status not in _REDIRECTS or location is None:
+                return map_response(
+                    status, answer_headers, payload, route=self.route, upstream=self._upstream
+                )
+            if hop == self._max_redirects:
+                break
+            target = url.join(location)
+            if _origin(target) != _origin(url):
+                reason = f"upstream {self._upstream}: redirect to another origin refused"
+                error = CapabilityError(Code.EXECUTION_FAILED, reason=reason)
+                raise _answered(error, "HTTP redirect")
+            url = target
+            if status == 303:
+                method, body = "GET", None
+                headers.pop("content-type", None)
+        reason = f"upstream {self._upstream}: redirect not followed (max_redirects)"
+        raise _answered(CapabilityError(Code.EXECUTION_FAILED, reason=reason), "HTTP redirect")
+
+    def _build(
+        self, method: str, url: httpx2.URL, headers: httpx2.Headers, body: bytes | None, sent: _Sent
+    ) -> httpx2.Request:
+        try:
+            return self._client.build_request(
+                method,
+                url,
+                headers=headers,
+                content=body,
+                extensions={"trace": sent, **self._extensions},
+            )
+        except (httpx2.InvalidURL, ValueError, TypeError) as err:
+            reason = f"upstream {self._upstream}: not sent: {type(err).__name__}"
+            raise _failed(Code.EXECUTION_FAILED, reason, sent=False) from err
+
+    async def _send(
+        self, outgoing: httpx2.Request, sent: _Sent
+    ) -> tuple[int, httpx2.Headers, bytes]:
+        where = f"upstream {self._upstream}"
+        try:
+            response = await self._client.send(outgoing, stream=True)
+            try:
+                payload = await self._read(response)
+            finally:
+                await response.aclose()
+        except httpx2.TimeoutException as err:
+            raise _failed(Code.TIMEOUT, f"{where}: {type(err).__name__}", sent=sent.sent) from err
+        except (httpx2.LocalProtocolError, httpx2.UnsupportedProtocol) as err:
+            reason = f"{where}: not sent: {type(err).__name__}"
+            raise _failed(Code.EXECUTION_FAILED, reason, sent=False) from err
+        except httpx2.TransportError as err:
+            reason = f"{where}: {type(err).__name__}"
+            raise _failed(Code.UPSTREAM_UNAVAILABLE, reason, sent=sent.sent) from err
+        return response.status_code, response.headers, payload
+
+    async def _read(self, response: httpx2.Response) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_raw():
+            size += len(chunk)
+            if size > self._max_bytes:
+                reason = f"upstream {self._upstream}: response over max_response_bytes"
+                raise _answered(
+                    CapabilityError(Code.OUTPUT_INVALID, reason=reason),
+                    f"HTTP {response.status_code}",
+                )
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def _ssl_context(upstream: Upstream) -> ssl.SSLContext:
+    try:
+        context = ssl.create_default_context(cafile=upstream.ca_file)
+        if upstream.client_cert_file and upstream.client_key_file:
+            context.load_cert_chain(upstream.client_cert_file, upstream.client_key_file)
+    except (OSError, ssl.SSLError) as err:
+        raise UpstreamConfigError(
+            f"upstream {upstream.name}: cannot load its TLS files: {type(err).__name__}"
+        ) from err
+    return context
+
+
+def create_client(upstream: Upstream) -> httpx2.AsyncClient:
+    """One pooled client per upstream: TLS from its files, HTTP/2 offered by ALPN over TLS,
+    no redirects followed by the client (HttpCall does, same origin only), and no proxy or
+    certificate settings taken from the environment (trust_env=False)."""
+    spec = upstream.http or HttpUpstream()
+    verify: ssl.SSLContext | bool = _ssl_context(upstream) if upstream.tls else False
+    return httpx2.AsyncClient(
+        verify=verify,
+        http2=spec.http2 and upstream.tls,
+        follow_redirects=False,
+        trust_env=False,
+        timeout=None,
+        limits=httpx2.Limits(max_connections=100, max_keepalive_connections=20),
+    )
+
+
+class HttpClients:
+    """Clients by upstream, like `ChannelPool`'s channels: unchanged settings keep their client
+    across reloads; changed ones get a new client, the old one closed with the pool."""
+
+    def __init__(self) -> None:
+        self._clients: dict[str, tuple[Upstream, httpx2.AsyncClient]] = {}
+        self._retired: list[httpx2.AsyncClient] = []
+
+    def client(self, upstream: Upstream) -> httpx2.AsyncClient:
+        known = self._clients.get(upstream.name)
+        if known is not None and known[0] == upstream:
+            return known[1]
+        client = create_client(upstream)
+        if known is not None:
+            self._retired.append(known[1])
+        self._clients[upstream.name] = (upstream, client)
+        return client
+
+    async def close(self) -> None:
+        clients = [c for _, c in self._clients.values()] + self._retired
+        self._clients, self._retired = {}, []
+        for client in clients:
+            await client.aclose()
+
+
+def http_call(clients: HttpClients, upstream: Upstream, route: HttpRoute) -> HttpCall:
+    """The prepared call of a capability on a `kind: http` upstream."""
+    return HttpCall(clients.client(upstream), upstream, route)

@@ -1,0 +1,122 @@
+"""`kind: http` through the real gateway and a real HTTP server: what goes out (URL, headers,
+body) and No SSRF by construction — a value can neither change the host nor add a path
+segment, a query or a fragment; the request the server actually received is asserted."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+import orjson
+import pytest
+
+from capgate.v1 import types_pb2
+from tests.upstream_http.conftest import HttpEnv
+from tests.upstream_http.httpserver import Answer
+
+pytestmark = pytest.mark.integration
+
+
+def _code(result: object) -> str:
+    return types_pb2.ErrorCode.Name(result.failed.code)  # type: ignore[attr-defined]
+
+
+async def test_path_query_and_headers_go_out_as_configured(env: HttpEnv) -> None:
+    env.api.reset(Answer(body=b'{"text": "hello"}'))
+    result = await env.invoke(
+        "files.read", {"folder": "docs", "name": "a b.txt", "version": 3, "raw": True}
+    )
+    assert result.WhichOneof("outcome") == "completed", result
+    assert orjson.loads(result.completed.output_json) == {"text": "hello"}
+    assert result.execution_state == types_pb2.EXECUTION_STATE_COMPLETED
+    [seen] = env.api.seen
+    assert (seen.method, seen.target) == (
+        "GET",
+        "/api/v1/folders/docs/files/a%20b.txt?version=3&raw=true",
+    )
+    assert seen.header("host") == env.api.address
+    assert seen.header("authorization") == "Bearer static-upstream-credential"
+    assert seen.header("x-capgate-execution-id") == result.execution_id
+    assert seen.header("x-capgate-actor-token")  # the gateway-signed actor token (§12)
+    assert seen.body == b""
+
+
+async def test_the_body_is_the_input_without_what_the_url_took(env: HttpEnv) -> None:
+    env.api.reset(Answer(body=b'{"id": "f-1"}'))
+    result = await env.invoke("files.write", {"folder": "docs", "content": "x"})
+    assert result.WhichOneof("outcome") == "completed", result
+    [seen] = env.api.seen
+    assert (seen.method, seen.target) == ("PUT", "/api/v1/folders/docs/files")
+    assert orjson.loads(seen.body) == {"content": "x"}
+    assert seen.header("content-type") == "application/json"
+
+
+HOSTILE = [
+    "../admin",
+    "%2e%2e",
+    "%2E%2E%2Fadmin",
+    "//evil.example",
+    "@evil.example",
+    "user:pass@evil.example",
+    "evil.example:80",
+    "http://evil.example/",
+    "?x=1",
+    "#frag",
+    "a/b",
+    "a\\b",
+    "a\r\nHost: evil.example",
+    "\u2025",  # two-dot leader
+    "\uff0e\uff0e",  # fullwidth full stops
+    "\u3002\u3002",  # ideographic full stops
+    "..;",
+    " ..",
+    "\x00",
+]
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+async def test_a_value_fills_exactly_one_segment_of_the_configured_host(
+    env: HttpEnv, value: str
+) -> None:
+    env.api.reset(Answer(body=b"{}"))
+    result = await env.invoke("files.read", {"folder": value, "name": "n", "version": 1})
+    assert result.WhichOneof("outcome") == "completed", result
+    [seen] = env.api.seen
+    assert env.other.seen == []
+    assert seen.header("host") == env.api.address
+    path, _, query = seen.target.partition("?")
+    assert query == "version=1"
+    segments = path.split("/")
+    assert segments[:4] == ["", "api", "v1", "folders"]
+    assert segments[5:] == ["files", "n"]  # the value took exactly one segment
+    segment = segments[4]
+    # Only unreserved characters and %XX escapes: nothing a server splits, decodes to a
+    # dot segment or reads as another part of the URL.
+    assert all(c.isalnum() or c in "-._~%" for c in segment), segment
+    assert segment not in ("", ".", "..")
+    assert unquote(segment) == value
+
+
+@pytest.mark.parametrize("value", ["..", ".", ""])
+async def test_dot_segments_and_empty_segments_are_refused_before_sending(
+    env: HttpEnv, value: str
+) -> None:
+    result = await env.invoke("files.read", {"folder": value, "name": "n"})
+    assert _code(result) == "ERROR_CODE_INPUT_INVALID", result
+    assert [i.path for i in result.failed.issues] == ["$.folder"]
+    assert result.execution_state == types_pb2.EXECUTION_STATE_NOT_STARTED
+    assert env.api.seen == []
+
+
+async def test_a_query_value_cannot_add_parameters(env: HttpEnv) -> None:
+    env.api.reset(Answer(body=b"{}"))
+    result = await env.invoke("files.read", {"folder": "f", "name": "x&admin=1#?"})
+    assert result.WhichOneof("outcome") == "completed", result
+    [seen] = env.api.seen
+    assert seen.target == "/api/v1/folders/f/files/x%26admin%3D1%23%3F"
+
+
+async def test_an_input_key_named_like_a_url_part_is_not_a_url_part(env: HttpEnv) -> None:
+    # additionalProperties: false refuses it; the host is config, never input.
+    result = await env.invoke("files.read", {"folder": "f", "name": "n", "host": "evil"})
+    assert _code(result) == "ERROR_CODE_INPUT_INVALID", result
+    assert env.api.seen == []
