@@ -7,6 +7,7 @@ import asyncio
 import http.client
 import re
 import time
+from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
@@ -395,5 +396,59 @@ async def test_sign_in_and_out_need_the_configured_base_url_origin(stack: Stack)
         token = csrf_of(await get(running.url + "/", cookie=session))
         out = await post_form(running.url + "/logout", {"csrf": token}, cookie=session)
         assert out.status == 403
+    finally:
+        await running.stop()
+
+
+def _stream_until_closed(url: str, headers: dict[str, str], ready: asyncio.Event, loop: Any) -> int:
+    """Read an SSE stream to its end; the number of lines read."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=20)
+    try:
+        conn.request("GET", parts.path + "?" + parts.query, headers=headers)
+        reply = conn.getresponse()
+        assert reply.status == 200
+        loop.call_soon_threadsafe(ready.set)
+        lines = 0
+        while reply.readline():
+            lines += 1
+        return lines
+    finally:
+        conn.close()
+
+
+async def test_signing_out_ends_an_open_live_update_stream(stack: Stack) -> None:
+    bob = await sign_in(stack, "bob")
+    ready = asyncio.Event()
+    version = stack.inbox.inbox.book.version
+    reader = asyncio.ensure_future(
+        asyncio.to_thread(
+            _stream_until_closed,
+            f"{stack.url}/events?since={version}",
+            {"cookie": bob},
+            ready,
+            asyncio.get_running_loop(),
+        )
+    )
+    await asyncio.wait_for(ready.wait(), 5)
+    page = await get(stack.url + "/", cookie=bob)
+    assert (
+        await post_form(stack.url + "/logout", {"csrf": csrf_of(page)}, cookie=bob)
+    ).status == 303
+    await stack.request_refund(855, "o-1013")  # a change wakes the stream: it checks, and ends
+    assert await asyncio.wait_for(reader, 10) >= 1
+
+
+async def test_without_redis_cookie_pages_answer_503_and_header_credentials_still_work(
+    stack: Stack,
+) -> None:
+    settings = inbox_settings(stack.gw.ports()["admin"], "redis://127.0.0.1:1/0")
+    running = await start_inbox(settings)
+    try:
+        down = await get(running.url + "/", cookie="capgate_inbox=" + "a" * 43)
+        assert down.status == 503
+        assert "Sign-in unavailable" in down.body
+        assert down.headers["content-security-policy"] == CSP
+        assert (await get(running.url + "/", **bearer("bob"))).status == 200
     finally:
         await running.stop()
