@@ -144,7 +144,7 @@ def classify(
 
 def shape(method: str, result: dict[str, Any], server_info: Mapping[str, Any]) -> dict[str, Any]:
     """A result as this era requires it (a new dict; the handler's stays untouched)."""
-    shaped = {**result, "resultType": "complete"}
+    shaped = {"resultType": "complete", **result}  # an input_required result keeps its type
     if method in _CACHEABLE:
         shaped.setdefault("ttlMs", 0)
         shaped.setdefault("cacheScope", "private")

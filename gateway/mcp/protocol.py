@@ -24,7 +24,7 @@ from gateway.call import Call, Runtime
 from gateway.envelope import error_proto
 from gateway.errors import CapabilityError, Code, InputIssue
 from gateway.jsonvalue import dumps
-from gateway.mcp import tools
+from gateway.mcp import mrtr, tools
 from gateway.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, UNKNOWN_TOOL, Message, RpcError
 from gateway.mcp.modern import MODERN_VERSIONS
 from gateway.mcp.names import APPROVAL_TOOL, ToolTable, build_table
@@ -89,6 +89,8 @@ class McpHandler:
         snapshot: Callable[[], Snapshot],
         runtime: Runtime,
         sessions: SessionStore,
+        *,
+        state_key: bytes | None = None,
     ) -> None:
         self._surface = listener.surface
         self._settings = listener.mcp or McpSettings()
@@ -97,6 +99,7 @@ class McpHandler:
         self._sessions = sessions
         self._status_tool = self._settings.approval_tool and runtime.approvals is not None
         self._catalog: Catalog | None = None
+        self._states = mrtr.StateCodec(state_key or mrtr.derive_key(""))
 
     async def handle(
         self, message: Message, actor: Actor, *, traceparent: str = "", stateless: bool = False
@@ -115,7 +118,7 @@ class McpHandler:
         if method == "tools/list":
             return Reply(self._list(message.params, actor))
         if method == "tools/call":
-            return Reply(await self._call(message.params, actor, traceparent))
+            return Reply(await self._call(message.params, actor, traceparent, stateless))
         raise RpcError(METHOD_NOT_FOUND, "Method not found.")
 
     def _capabilities(self) -> dict[str, Any]:
@@ -205,7 +208,9 @@ class McpHandler:
             listed.append(tools.APPROVAL_STATUS_TOOL)
         return {"tools": listed}
 
-    async def _call(self, params: dict[str, Any], actor: Actor, traceparent: str) -> dict[str, Any]:
+    async def _call(
+        self, params: dict[str, Any], actor: Actor, traceparent: str, stateless: bool = False
+    ) -> dict[str, Any]:
         # Every params check comes before the name lookup, so that a malformed call is answered
         # the same way whether or not the tool exists or is hidden (SI-8).
         name, arguments = params.get("name"), params.get("arguments")
@@ -216,6 +221,12 @@ class McpHandler:
         correlation_id = _meta_text(params, "correlationId")
         if self._status_tool and name == APPROVAL_TOOL:
             return await self._approval_status(arguments, actor, correlation_id, traceparent)
+        mrtr_client = stateless and self._rt.approvals is not None
+        binding = mrtr.Binding(
+            *actor.identity, self._surface, name, mrtr.arguments_digest(arguments)
+        )
+        if mrtr_client and "requestState" in params:  # a retry of an input_required answer
+            return await self._continue(params, binding, actor, correlation_id, traceparent)
         snapshot = self._snapshot()  # one snapshot from start to end (§12)
         cap_id = self._catalog_of(snapshot).table.capability(name)
         if cap_id is None:
@@ -231,7 +242,38 @@ class McpHandler:
             traceparent=traceparent,
         )
         result = await pipeline.run(call, self._rt, pipeline.INVOKE)
+        if (
+            mrtr_client
+            and result.WhichOneof("outcome") == "approval_required"
+            and mrtr.supports_elicitation(params)
+        ):
+            approval = result.approval_required.approval
+            state = self._states.seal(approval.id, binding, approval.expires_at.seconds)
+            return mrtr.input_required(_awaiting(approval), state)
         return tools.call_result(result, status_tool=self._status_tool)
+
+    async def _continue(
+        self,
+        params: dict[str, Any],
+        binding: mrtr.Binding,
+        actor: Actor,
+        correlation_id: str,
+        traceparent: str,
+    ) -> dict[str, Any]:
+        """A client's retry with the requestState of an approval it was asked to wait for: the
+        approval's status, its decision's result, or another round while it is pending."""
+        state = params.get("requestState")
+        approval_id = self._states.open(state, binding, now=self._rt.wall())
+        assert isinstance(state, str)
+        resume = mrtr.continued(params)
+        record = await self._rt.approvals.get_own(
+            approval_id, requester=actor, surface=self._surface
+        )
+        if record is not None and record.status == "pending" and resume:
+            view = to_proto(record, include_input=False, redactor=None)
+            return mrtr.input_required(_awaiting(view), state)
+        arguments = {"approval_id": approval_id, "resume": resume}
+        return await self._approval_status(arguments, actor, correlation_id, traceparent)
 
     async def _approval_status(
         self, arguments: dict[str, Any], actor: Actor, correlation_id: str, traceparent: str
@@ -270,6 +312,16 @@ class McpHandler:
         )
         result = await pipeline.run(call, self._rt, pipeline.RESUME)
         return tools.call_result(result, status_tool=True, conceal_not_found=False)
+
+
+def _awaiting(approval: types_pb2.Approval) -> str:
+    text = (
+        f"This call has not run: it needs human approval first (approval id {approval.id}, "
+        f"expires {approval.expires_at.ToJsonString()})."
+    )
+    if approval.message:
+        text += f" {approval.message}"
+    return text + " Continue once an approver has decided to run it or see the decision."
 
 
 def _failure(err: CapabilityError) -> dict[str, Any]:

@@ -21,7 +21,7 @@ import uvicorn
 from gateway.auth.base import build_authenticator
 from gateway.auth.tls import CertificateFiles
 from gateway.call import Runtime
-from gateway.mcp import guard
+from gateway.mcp import guard, mrtr
 from gateway.mcp.http import McpApp
 from gateway.mcp.protocol import McpHandler
 from gateway.mcp.sessions import (
@@ -118,6 +118,7 @@ def build_app(
     scheme: str,
     redis: Any = None,
     key_prefix: str = "capgate",
+    state_key: bytes | None = None,
 ) -> McpApp:
     if listener.auth != "jwt" or listener.jwt is None:
         raise ValueError(f"listener {listener.name!r}: MCP listeners need auth 'jwt'")
@@ -135,7 +136,7 @@ def build_app(
         sessions = LocalSessions(
             idle_timeout_s=settings.session_idle_timeout_s, max_sessions=settings.max_sessions
         )
-    handler = McpHandler(listener, snapshot, runtime, sessions)
+    handler = McpHandler(listener, snapshot, runtime, sessions, state_key=state_key)
     host, _ = split_address(listener.address)
     return McpApp(
         listener,
@@ -158,6 +159,7 @@ async def start_mcp_listener(
     limits: Limits,
     redis: Any = None,
     key_prefix: str = "capgate",
+    state_key: bytes | None = None,
 ) -> McpListener:
     tls = listener.tls
     app = build_app(
@@ -168,6 +170,7 @@ async def start_mcp_listener(
         scheme="https" if tls else "http",
         redis=redis,
         key_prefix=key_prefix,
+        state_key=state_key,
     )
     # Read and checked once (a pair that does not match refuses the listener); uvicorn loads
     # the very bytes that were checked, so a rotation in between is seen by the first poll.
@@ -215,6 +218,7 @@ async def start_mcp_listeners(
     """Start every `protocol: mcp` listener of `settings`; `redis`: the gateway's client, where
     sessions live whenever there is one (else in this process)."""
     limits = envelope_limits(settings)
+    state_key = mrtr.derive_key(settings.audit.hmac_key)  # one for every listener and replica
     started: list[McpListener] = []
     for listener in settings.listeners:
         if listener.protocol == "mcp":
@@ -226,6 +230,7 @@ async def start_mcp_listeners(
                     limits=limits,
                     redis=redis,
                     key_prefix=settings.redis.key_prefix,
+                    state_key=state_key,
                 )
             )
     return started
