@@ -59,6 +59,7 @@ class Event(StrEnum):
     DISCOVERED = "capabilities.discovered"
     APPROVAL_EXPIRED = "capability.approval_expired"
     APPROVAL_CONSUMED = "capability.approval_consumed"
+    APPROVAL_RELEASED = "capability.approval_released"
 
 
 class Kind(StrEnum):

@@ -212,8 +212,6 @@ def _observe(call: Call, span: Span, outcome: str, code: str, started: float) ->
             "capgate.attempts": call.attempts,
         }
     )
-    if call.cache:  # hit | miss, capabilities with a cache (docs/cache.md)
-        span.set_attribute("capgate.cache", call.cache)
     if call.approval_id:
         span.set_attribute("capgate.approval_id", call.approval_id[:256])
     if call.approval is not None and call.approval.traceparent:
@@ -294,32 +292,83 @@ async def _failed(call: Call, rt: Runtime, err: CapabilityError) -> gateway_pb2.
         revision=call.snapshot.revision,
         approval_id=call.approval_id if call.approval is not None else "",
     )
+    released = await _give_back_approval(call, rt, err)
     if call.execution_id:
         fields = failure_fields(call, err, round(_duration(call, rt) * 1000, 3))
+        if released:
+            fields["approval_released"] = True
         rt.audit.emit(build(err.spec.event, call, rt.wall(), **fields))
     await _record_outcome(call, rt, result)
     return result
 
 
+async def _give_back_approval(call: Call, rt: Runtime, err: CapabilityError) -> bool:
+    """A resumed call that consumed its approval and then failed before any request reached
+    the upstream (NOT_STARTED), for a reason other than governance (the error table's
+    `capability.denied` codes: a stage-9 deny stays consumed and denied), gives the approval
+    back: `approved` again, atomically and only by this execution, so the requester can Resume
+    once more (docs/approvals.md). Emitted before the terminal event, which stays the last."""
+    record = call.approval
+    if (
+        record is None
+        or rt.approvals is None
+        or record.status != "consumed"
+        or call.state != types_pb2.EXECUTION_STATE_NOT_STARTED
+        or err.spec.event is Event.DENIED
+    ):
+        return False
+    try:
+        call.approval = await rt.approvals.release(
+            record.id, resumed_execution_id=call.execution_id
+        )
+    except Exception as exc:  # recording never escapes the runner: the record stays consumed
+        log.warning(
+            "could not give back approval %s of %s (%s)",
+            record.id,
+            call.execution_id,
+            type(exc).__name__,
+        )
+        metrics.outcome_record_failures.add(("approval_release",))
+        return False
+    rt.audit.emit(
+        build(Event.APPROVAL_RELEASED, call, rt.wall(), approval_id=record.id, code=err.code.value)
+    )
+    return True
+
+
 async def _record_outcome(call: Call, rt: Runtime, result: gateway_pb2.ExecutionResult) -> None:
-    """Store the envelope where a repeat must find it: the idempotency journal, the approval."""
+    """Store the envelope where a repeat must find it: the idempotency journal, the approval.
+    Never raises: the terminal event is already out, so a failure here (Redis refusing a
+    write, however it refuses) is logged without payloads and counted, never a second one."""
     if call.idempotency_scope is not None and rt.idempotency is not None:
-        try:
-            if call.state == types_pb2.EXECUTION_STATE_NOT_STARTED:
-                await rt.idempotency.release(call.idempotency_scope)
-            else:
-                await rt.idempotency.complete(call.idempotency_scope, result.SerializeToString())
-        except CapabilityError:
-            log.warning("could not record idempotent outcome of %s", call.execution_id)
+        if call.state == types_pb2.EXECUTION_STATE_NOT_STARTED:
+            await _guarded("idempotency", call, rt.idempotency.release(call.idempotency_scope))
+        else:
+            envelope_bytes = result.SerializeToString()
+            stored = rt.idempotency.complete(call.idempotency_scope, envelope_bytes)
+            await _guarded("idempotency", call, stored)
     record = call.approval
     if record is not None and rt.approvals is not None and record.status == "consumed":
         code = result.failed.code or result.cancelled.code
-        try:
-            await rt.approvals.finish(
-                record.id,
-                envelope=result.SerializeToString(),
-                outcome_code=types_pb2.ErrorCode.Name(code) if code else None,
-                resumed_execution_id=call.execution_id,
-            )
-        except CapabilityError:
-            log.warning("could not record the outcome of approval %s", record.id)
+        finished = rt.approvals.finish(
+            record.id,
+            envelope=result.SerializeToString(),
+            outcome_code=types_pb2.ErrorCode.Name(code) if code else None,
+            resumed_execution_id=call.execution_id,
+        )
+        await _guarded("approval", call, finished)
+
+
+async def _guarded(what: str, call: Call, pending: Awaitable[object]) -> None:
+    """One recording step of `_record_outcome`: any failure is logged (the step, the execution
+    id and the exception's type: never a payload or a Redis reply) and counted."""
+    try:
+        await pending
+    except Exception as exc:
+        log.warning(
+            "could not record the %s outcome of execution %s (%s)",
+            what,
+            call.execution_id,
+            type(exc).__name__,
+        )
+        metrics.outcome_record_failures.add((what,))

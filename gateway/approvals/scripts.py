@@ -145,6 +145,23 @@ return reply('OK', '1')
 """
 )
 
+# ARGV: now, execution id. consumed → approved again, only by the execution that consumed it:
+# its call failed before any request reached the upstream for a reason other than governance
+# (docs/approvals.md "Released"). The consuming execution id is cleared, so the next Resume
+# consumes it as new — again at most once (SI-12); `releases` counts how often this happened.
+RELEASE: Final = (
+    _PRELUDE
+    + """
+if redis.call('EXISTS', key) == 0 then return {'APPROVAL_NOT_FOUND', '0'} end
+local f = redis.call('HMGET', key, 'status', 'resumed_execution_id')
+if f[1] ~= 'consumed' or f[2] ~= ARGV[2] then return {'APPROVAL_CONSUMED', '0'} end
+redis.call('HSET', key, 'status', 'approved', 'resumed_execution_id', '', 'released_at', ARGV[1])
+redis.call('HDEL', key, 'consumed_at')
+redis.call('HINCRBY', key, 'releases', 1)
+return reply('OK', '1')
+"""
+)
+
 # ARGV: requester issuer, requester id, surface. The record when it belongs to that requester on
 # that surface, else an empty reply — for another's record exactly what an unknown id gets: the
 # same one HMGET of three short flat fields, no HGETALL, nothing for the caller to parse (SI-8).
@@ -183,6 +200,7 @@ ALL: Final[dict[str, str]] = {
     "decide": DECIDE,
     "consume": CONSUME,
     "finish": FINISH,
+    "release": RELEASE,
     "reserve": RESERVE,
     "owned": OWNED,
     "extend": EXTEND,

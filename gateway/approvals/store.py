@@ -364,6 +364,29 @@ class RedisApprovalStore:
                 await self._after(record, "executed")
         return record
 
+    async def release(self, approval_id: str, *, resumed_execution_id: str) -> ApprovalRecord:
+        """consumed → approved again, for a resumed call that never reached the upstream for a
+        reason other than governance (the pipeline decides which: docs/approvals.md).
+
+        Only the execution that consumed the record may release it, and only while it is
+        `consumed` (else APPROVAL_CONSUMED: finished, or taken by another execution); the next
+        Resume consumes it again at most once (SI-12). Publishes `released`.
+        """
+        if not valid_id(approval_id):
+            raise not_found()
+        with available():
+            reply = await self._run(
+                "release", self._keys.record(approval_id), self._clock(), resumed_execution_id
+            )
+            code = bytes(reply[0]).decode()
+            if code == Code.APPROVAL_NOT_FOUND:
+                raise not_found()
+            if code != "OK":
+                raise CapabilityError(Code(code), reason="release by another execution")
+            record = from_flat(reply[2:])
+            await self._after(record, "released")
+        return record
+
     # -- listing, events, upkeep -------------------------------------------------------------
 
     async def list(

@@ -273,6 +273,12 @@ class Metrics:
         self.audit_written = Counter(
             "capgate.audit.written", "Audit events delivered, by sink.", "{event}", ("sink",)
         )
+        self.outcome_record_failures = Counter(
+            "capgate.outcome.record_failures",
+            "Outcomes the runner could not record (idempotency journal, approval), by what.",
+            "{record}",
+            ("what",),
+        )
 
     def instruments(self) -> tuple[Counter | Histogram, ...]:
         return tuple(v for v in vars(self).values() if isinstance(v, Counter | Histogram))
