@@ -298,10 +298,23 @@ def _finish(
             if cap.approval.inline_approver
             else None
         ),
-        digest=_digest(upstream.name, method, hashlib.sha256(schema_json).hexdigest()),
+        digest=_digest(
+            upstream.name,
+            method,
+            hashlib.sha256(schema_json).hexdigest(),
+            *_mapper_digest_parts(cap),
+        ),
         descriptor=descriptor,
         policy_value=cap.as_policy_value(),
     )
+
+
+def _mapper_digest_parts(cap: Capability) -> tuple[str, ...]:
+    """map_input changes what the upstream receives: approvals bind it (docs/cache.md)."""
+    if cap.map_input is None:
+        return ()  # the digest of a capability without a mapper is as before
+    schema = orjson.dumps(cap.map_input_schema, option=orjson.OPT_SORT_KEYS).decode()
+    return (cap.map_input, schema)
 
 
 def _policy_files(paths: tuple[str, ...]) -> list[Path]:

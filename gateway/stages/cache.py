@@ -55,6 +55,7 @@ async def cache_lookup(call: Call, rt: Runtime) -> None:
         cap_id,
         prepared.digest,
         call.snapshot.revision,
+        call.surface,  # the upstream is told the surface (x-capgate-surface)
         scope.kind,
         scope_value,
         call.input_hash or input_hash(call.input),
