@@ -48,10 +48,10 @@ async def trail(orders_upstream: str, redis_server: RedisProcess) -> AsyncIterat
     data["upstreams"]["orders"]["descriptor_set"] = str(HERE / "../../examples/orders/orders.pb")
     data["policies"]["paths"] = [str(HERE / "../../examples/policies"), str(tmp / "policies")]
     get = next(c for c in data["capabilities"] if c["id"] == "orders.get")
-    # A redaction expression whose value has no JSON form (bytes): the output cannot be
-    # serialized, an unexpected failure after the upstream answered.
+    # A redaction expression whose value has no JSON form (bytes, typed dyn so that the load
+    # accepts it): a failure after the upstream answered (OUTPUT_INVALID, output withheld).
     data["capabilities"].append(
-        {**get, "id": "orders.get-raw", "tags": ["raw"], "redact": {"output_expr": 'b"raw"'}}
+        {**get, "id": "orders.get-raw", "tags": ["raw"], "redact": {"output_expr": 'dyn(b"raw")'}}
     )
     config = tmp / "gateway.yaml"
     config.write_text(yaml.safe_dump(data))
