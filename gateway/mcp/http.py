@@ -1,5 +1,6 @@
-"""MCP Streamable HTTP: the one endpoint (POST, DELETE; GET answers 405 since capgate never
-sends server-initiated messages) and the RFC 9728 metadata, as a small ASGI app.
+"""MCP Streamable HTTP: the one endpoint (POST, DELETE, and GET for a session's notification
+stream when sessions live in Redis, gateway/mcp/notify.py; else GET answers 405) and the
+RFC 9728 metadata, as a small ASGI app.
 
 Each request passes, in this order: Host allow-list (421), path, Origin (403 unless the
 listener's own origin or listed), method, bearer JWT with the listener's validation (401 with
@@ -16,13 +17,13 @@ from typing import Any, Final, Literal
 
 import orjson
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from gateway.auth.base import AuthenticationFailed, Authenticator, build_authenticator
 from gateway.errors import CapabilityError
 from gateway.jsonvalue import parse_json
-from gateway.mcp import guard, modern
+from gateway.mcp import guard, modern, notify
 from gateway.mcp.jsonrpc import (
     INVALID_REQUEST,
     PARSE_ERROR,
@@ -77,6 +78,20 @@ def negotiate(accept: str | None) -> Encoding | None:
         return None
     chosen: Encoding = "sse" if max(choices)[3] == "sse" else "json"
     return chosen
+
+
+def accepts_sse(accept: str | None) -> bool:
+    """Whether an Accept header lists `text/event-stream` (or `text/*`, `*/*`) with q > 0."""
+    for part in (accept or "").split(","):
+        media, *params = (p.strip().lower() for p in part.split(";"))
+        if media in ("text/event-stream", "text/*", "*/*"):
+            q = next((p[2:] for p in params if p.startswith("q=")), "1")
+            try:
+                if float(q) > 0:
+                    return True
+            except ValueError:
+                continue
+    return False
 
 
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
@@ -136,6 +151,7 @@ class McpApp:
         scheme: str,
         limits: Limits,
         issuers: tuple[str, ...],
+        events: notify.SessionEvents | None = None,
     ) -> None:
         self._name = listener.name
         self._settings = listener.mcp or McpSettings()
@@ -146,6 +162,8 @@ class McpApp:
         self._bind_host = bind_host
         self._scheme = scheme
         self._limits = limits
+        self._events = events
+        self._allow = "GET, POST, DELETE, OPTIONS" if events is not None else _ALLOW
         self._metadata_paths = guard.metadata_paths(self._settings)
         self._servers = guard.authorization_servers(self._settings, issuers)
 
@@ -209,14 +227,15 @@ class McpApp:
                 None,
                 204,
                 {
-                    "allow": _ALLOW,
-                    "access-control-allow-methods": "POST, DELETE",
+                    "allow": self._allow,
+                    "access-control-allow-methods": self._allow.removesuffix(", OPTIONS"),
                     "access-control-allow-headers": guard.CORS_REQUEST_HEADERS,
                     "access-control-max-age": "600",
                 },
             )
-        if method not in ("POST", "DELETE"):
-            return _fail(405, "Method Not Allowed.", headers={"allow": _ALLOW})
+        allowed = ("GET", "POST", "DELETE") if self._events is not None else ("POST", "DELETE")
+        if method not in allowed:
+            return _fail(405, "Method Not Allowed.", headers={"allow": self._allow})
         credentials = request.headers.getlist("authorization")
         try:
             actor = self._auth.authenticate(
@@ -227,6 +246,8 @@ class McpApp:
         try:
             if method == "DELETE":
                 return await self._delete(request, actor)
+            if method == "GET":
+                return await self._get(request, actor)
             return await self._post(request, actor)
         except SessionsUnavailable:
             return _fail(503, "Service Unavailable: sessions cannot be reached.", headers=_RETRY)
@@ -246,6 +267,24 @@ class McpApp:
         if not await self._sessions.close(session_id, actor.identity):
             return _fail(404, "Session not found.")
         return Response(None, 204)
+
+    async def _get(self, request: Request, actor: Actor) -> Response:
+        """The session's notification stream (gateway/mcp/notify.py), resumable."""
+        assert self._events is not None
+        if not accepts_sse(request.headers.get("accept")):
+            return _fail(406, "Not Acceptable: accept text/event-stream.")
+        session = await self._session(request, actor)
+        if isinstance(session, Response):
+            return session
+
+        async def decided(approval_id: str) -> str | None:
+            return await self._handler.decided(approval_id, actor)
+
+        last = notify.event_id(request.headers.get("last-event-id"))
+        stream = self._events.stream(session.id, actor.identity, last, decided)
+        return StreamingResponse(
+            stream, 200, {"cache-control": "no-cache"}, media_type="text/event-stream"
+        )
 
     async def _session(self, request: Request, actor: Actor) -> Session | Response:
         """The request's session. Its `MCP-Protocol-Version`, when sent, must be one spoken on
@@ -293,6 +332,7 @@ class McpApp:
         version = request.headers.get(modern.VERSION_HEADER)
         if modern.is_modern(version, SUPPORTED_VERSIONS, session=with_session):
             return await self._post_modern(request, actor, message, encoding)
+        session: Session | Response | None = None
         if message.kind != "request" or message.method not in SESSIONLESS:
             session = await self._session(request, actor)
             if isinstance(session, Response):
@@ -304,6 +344,9 @@ class McpApp:
         except RpcError as err:
             return _encode(error(message.id, err), encoding, {})
         headers = {"mcp-session-id": reply.session_id} if reply.session_id else {}
+        awaited = _awaited_approval(reply.result)
+        if awaited is not None and isinstance(session, Session) and self._events is not None:
+            await self._events.watch(session.id, actor.identity, awaited)
         return _encode(result(message.id, reply.result), encoding, headers)
 
     async def _post_batch(
@@ -392,6 +435,15 @@ class McpApp:
             return _encode(error(message.id, err), encoding, {})
         shaped = modern.shape(message.method, reply.result, SERVER_INFO)
         return _encode(result(message.id, shaped), encoding, {})
+
+
+def _awaited_approval(value: dict[str, Any]) -> str | None:
+    """The approval id of a call result that says the call awaits approval."""
+    structured = value.get("structuredContent")
+    if isinstance(structured, dict) and structured.get("status") == "approval_required":
+        approval_id = structured.get("approval_id")
+        return approval_id if isinstance(approval_id, str) else None
+    return None
 
 
 def _peer(request: Request) -> str:

@@ -252,6 +252,19 @@ class McpHandler:
             return mrtr.input_required(_awaiting(approval), state)
         return tools.call_result(result, status_tool=self._status_tool)
 
+    async def decided(self, approval_id: str, actor: Actor) -> str | None:
+        """The status of `actor`'s own approval once it is no longer pending, else None
+        (`not_found` when it is gone or not theirs: SI-8 as everywhere)."""
+        try:
+            record = await self._rt.approvals.get_own(
+                approval_id, requester=actor, surface=self._surface
+            )
+        except CapabilityError:
+            return None  # unreachable now: the next poll asks again
+        if record is None:
+            return "not_found"
+        return None if record.status == "pending" else str(record.status)
+
     async def _continue(
         self,
         params: dict[str, Any],

@@ -21,7 +21,7 @@ import uvicorn
 from gateway.auth.base import build_authenticator
 from gateway.auth.tls import CertificateFiles
 from gateway.call import Runtime
-from gateway.mcp import guard, mrtr
+from gateway.mcp import guard, mrtr, notify
 from gateway.mcp.http import McpApp
 from gateway.mcp.protocol import McpHandler
 from gateway.mcp.sessions import (
@@ -137,6 +137,9 @@ def build_app(
             idle_timeout_s=settings.session_idle_timeout_s, max_sessions=settings.max_sessions
         )
     handler = McpHandler(listener, snapshot, runtime, sessions, state_key=state_key)
+    events = None
+    if isinstance(sessions, RedisSessions) and runtime.approvals is not None:
+        events = notify.SessionEvents(redis, sessions)  # GET /mcp: approvals decided
     host, _ = split_address(listener.address)
     return McpApp(
         listener,
@@ -148,6 +151,7 @@ def build_app(
         scheme=scheme,
         limits=limits,
         issuers=listener.jwt.issuers,
+        events=events,
     )
 
 

@@ -217,6 +217,14 @@ class RedisSessions:
         actor = self._actor(identity)
         return [f"{actor}:s:{session_id}", f"{actor}:a"]
 
+    def session_key(self, session_id: str, identity: Identity, kind: str) -> str:
+        """A per-session key next to the session's own, on its slot (`kind`: one letter)."""
+        return f"{self._actor(identity)}:{kind}:{session_id}"
+
+    @property
+    def idle_ms(self) -> int:
+        return self._idle_ms
+
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
 

@@ -194,7 +194,8 @@ async def test_malformed_traffic_gets_transport_errors(mcp_env: McpEnv):
     async with mcp_env.http() as http:
         session = await mcp_env.initialize(http)
         headers = session_headers(session)
-        assert (await http.get("/mcp", headers=headers)).status_code == 405  # no GET stream
+        no_session = {k: v for k, v in headers.items() if k != "mcp-session-id"}
+        assert (await http.get("/mcp", headers=no_session)).status_code == 400  # GET: a session
         batch = await http.post("/mcp", json=[request(6, "ping")], headers=headers)
         assert batch.status_code == 400
         assert batch.json()["error"]["code"] == -32600
