@@ -55,6 +55,8 @@ class Demo:
             "sub": sub,
             "kind": "user",
             "roles": roles,
+            # orders.mine's map_input reads it (attribute_claims in examples/config).
+            "customer": CUSTOMERS.get(sub, ""),
             "iss": ISSUER,
             "aud": audience,
             "iat": now,
@@ -114,6 +116,29 @@ ALICE = ("alice", ["agent", "support"])
 BOB = ("bob", ["manager", "approver"])
 CAROL = ("carol", ["manager", "approver", "agent", "support"])
 DAVE = ("dave", ["agent"])
+CUSTOMERS = {"alice": "c-1", "dave": "c-2"}
+
+
+async def cached_read(demo: Demo) -> None:
+    """orders.mine twice: the customer comes from alice's token (map_input), the second read
+    from the result cache, after every policy ran again (docs/cache.md)."""
+    timings = []
+    results = []
+    for _ in range(2):
+        began = time.perf_counter()
+        results.append(await demo.invoke(ALICE, "orders.mine", {"page_size": 5}))
+        timings.append((time.perf_counter() - began) * 1000)
+    first, second = results
+    demo.expect("orders.mine lists alice's orders (customer from her token)", first, "completed")
+    same = first.completed.output_json == second.completed.output_json
+    ok = same and first.attempts == 1 and second.attempts == 0
+    print(
+        f"  [{'ok ' if ok else 'BAD'}] the same read again is served from the cache "
+        f"(attempts {second.attempts})\n        -> first {timings[0]:.1f} ms (upstream), "
+        f"second {timings[1]:.1f} ms (cache hit; policies and redaction ran again)"
+    )
+    if not ok:
+        demo.failures.append("cached read")
 
 
 async def script(demo: Demo) -> None:
@@ -126,6 +151,7 @@ async def script(demo: Demo) -> None:
         await demo.invoke(ALICE, "orders.get", {"order_id": "o-1001"}),
         "completed",
     )
+    await cached_read(demo)
     demo.expect(
         "a small refund completes, card and email redacted",
         await demo.invoke(ALICE, "orders.refund", {"order_id": "o-1001", "amount": 25}),

@@ -41,6 +41,7 @@ def test_the_example_config_loads(demo_env, tmp_path):
     assert set(caps) == {
         "orders.get",
         "orders.list",
+        "orders.mine",
         "orders.refund",
         "orders.cancel",
         "admin.orders.purge",
