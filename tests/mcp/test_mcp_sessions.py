@@ -4,18 +4,21 @@ bounded number of them, and one actor opening many never ends another actor's se
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
 import redis.asyncio as aioredis
 
+from gateway.mcp.server import envelope_limits, start_mcp_listener
 from gateway.mcp.sessions import MAX_SESSIONS_PER_ACTOR
-from gateway.redis_server import RedisProcess
+from gateway.redis_server import RedisProcess, free_port
 from tests.gateway.conftest import gateway_environ
 from tests.gateway.harness import ready_ports
 from tests.mcp.mcpkit import ACCEPT, McpEnv, bearer, initialize_body, request, session_headers
@@ -25,6 +28,7 @@ pytestmark = pytest.mark.integration
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
 PREFIX = "capgate-mcp-test"
+SSE = "text/event-stream"
 
 
 @pytest.fixture
@@ -137,3 +141,76 @@ async def test_a_session_id_of_another_shape_is_unknown_without_a_lookup(mcp_env
                 headers={**session_headers("placeholder"), "mcp-session-id": junk},
             )
             assert response.status_code == 404, junk
+
+
+async def _listener(mcp_env: McpEnv, name: str, redis: Any) -> Any:
+    gw = mcp_env.gw
+    plain = next(x for x in gw.settings.listeners if x.name == "mcp")
+    listener = dataclasses.replace(plain, name=name)
+    return await start_mcp_listener(
+        listener,
+        lambda: gw.holder.current,
+        gw.runtime,
+        limits=envelope_limits(gw.settings),
+        redis=redis,
+    )
+
+
+async def test_an_unreachable_redis_is_a_retryable_503_and_the_listener_keeps_serving(
+    mcp_env: McpEnv,
+) -> None:
+    dead = aioredis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=0.5)
+    served = await _listener(mcp_env, "mcp-dead-redis", dead)
+    try:
+        async with httpx2.AsyncClient(timeout=20) as http:
+            base = f"http://127.0.0.1:{served.port}/mcp"
+            headers = {"authorization": bearer("alice"), "accept": ACCEPT}
+            for _ in range(2):
+                refused = await http.post(base, json=initialize_body(), headers=headers)
+                assert refused.status_code == 503
+                assert refused.headers["retry-after"] == "1"
+                assert refused.json()["error"]["code"] == -32600
+            lookup = await http.post(
+                base, json=request(2, "ping"), headers=session_headers("a" * 32)
+            )
+            assert lookup.status_code == 503
+            metadata = await http.get(
+                f"http://127.0.0.1:{served.port}/.well-known/oauth-protected-resource"
+            )
+            assert metadata.status_code == 200  # the rest of the listener is unaffected
+    finally:
+        await served.stop(0.5)
+        await dead.aclose()
+
+
+async def test_without_redis_sessions_stay_in_the_process_with_the_same_per_actor_rule(
+    mcp_env: McpEnv,
+) -> None:
+    served = await _listener(mcp_env, "mcp-no-redis", None)
+    try:
+        async with httpx2.AsyncClient(timeout=20) as http:
+            base = f"http://127.0.0.1:{served.port}/mcp"
+
+            async def opened(actor: str) -> str:
+                response = await http.post(
+                    base,
+                    json=initialize_body(),
+                    headers={"authorization": bearer(actor), "accept": ACCEPT},
+                )
+                return str(response.headers["mcp-session-id"])
+
+            async def status(session: str, actor: str) -> int:
+                response = await http.post(
+                    base, json=request(1, "ping"), headers=session_headers(session, actor)
+                )
+                return response.status_code
+
+            alices = await opened("alice")
+            bobs = [await opened("bob") for _ in range(MAX_SESSIONS_PER_ACTOR + 2)]
+            assert await status(alices, "alice") == 200
+            assert [await status(s, "bob") for s in bobs[:2]] == [404, 404]
+            assert await status(bobs[-1], "bob") == 200
+            stream = await http.get(base, headers={**session_headers(alices), "accept": SSE})
+            assert stream.status_code == 405  # no notification stream without Redis
+    finally:
+        await served.stop(0.5)
