@@ -3,8 +3,11 @@ and the revision — never input or output payloads or credentials (SI-10).
 
 Names are seed 001's (`gateway.errors.Event`); which code ends in which terminal event is the
 error table's (DESIGN §12). Every event carries the config/policy revision hash. Caller-chosen
-strings that are not payloads (a requested capability id, a correlation id) are kept but cut to
-`MAX_TEXT` characters so that a probe cannot inflate the trail.
+strings that are not payloads (a requested capability id, a correlation id, an approval id, actor
+ids, reasons) are kept through `caller_text`: control, format (bidi), separator, surrogate,
+private-use, unassigned and blank-looking characters become `\\uXXXX` escapes (a backslash
+`\\\\`), and the result is at most `MAX_TEXT` characters, so that a probe can neither inflate nor
+disguise the trail.
 
 The input HMAC is HMAC-SHA256 over the validated input serialized with sorted keys and no
 whitespace (orjson), truncated to 128 bits, under `audit.hmac_key`; `input_hmac_key_id` names
@@ -38,6 +41,43 @@ MAX_TEXT: Final = 256
 _HMAC_KEY: Final = "input_hmac"
 # google.rpc.ErrorInfo.reason is a constant like ORDER_NOT_FOUND; anything else is not kept.
 _MACHINE_REASON: Final = re.compile(r"[A-Z][A-Z0-9_]{0,62}")
+# Letters and marks that render as nothing (Hangul fillers, braille blank, variation selectors).
+_BLANK: Final = frozenset(
+    (0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFFA0, 0x2800, *range(0xFE00, 0xFE10))
+) | frozenset(range(0xE0100, 0xE01F0))
+
+
+# Fields a stage may pass to `build` that hold a caller's string.
+_CALLER_KEYS: Final = frozenset({"approval_id", "capability_id", "correlation_id", "reason"})
+
+
+def _escaped(char: str) -> str | None:
+    if char == "\\":
+        return "\\\\"
+    if char.isprintable() and ord(char) not in _BLANK:
+        return None
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def caller_text(value: str, limit: int = MAX_TEXT) -> str:
+    """A caller-supplied string as the trail keeps it: every character that does not show
+    itself (`str.isprintable` is false: Cc, Cf incl. bidi controls, Cs, Co, Cn, Zl, Zp, Zs but
+    the space; or a blank-looking letter) as its `\\uXXXX`/`\\UXXXXXXXX` escape, a backslash
+    doubled so an escape is never ambiguous, whole characters or escapes up to `limit`."""
+    if value.isascii() and value.isprintable() and "\\" not in value:
+        return value[:limit]  # the common case: nothing to escape
+    out: list[str] = []
+    size = 0
+    for char in value:
+        piece = _escaped(char) or char
+        size += len(piece)
+        if size > limit:
+            break
+        out.append(piece)
+    return "".join(out)
+
+
 _STATES: Final[dict[int, str]] = {
     types_pb2.EXECUTION_STATE_NOT_STARTED: "NOT_STARTED",
     types_pb2.EXECUTION_STATE_COMPLETED: "COMPLETED",
@@ -106,7 +146,7 @@ def _stance_list(ev: Evaluation | None, phase: str) -> list[dict[str, Any]]:
             "mode": s.mode,
             "effect": None if s.effect is None else s.effect.name.lower().replace("_", "-"),
             "rule": s.rule,
-            "error": s.error[:MAX_TEXT] if s.error else None,
+            "error": caller_text(s.error) if s.error else None,
         }
         for s in ev.stances
     ]
@@ -141,22 +181,26 @@ def build(name: str, call: Call, now: float, **fields: Any) -> dict[str, Any]:
         "event_id": f"{call.execution_id}:{name}:{call.attempts}",
         "time": _time(now),
         "execution_id": call.execution_id,
-        "capability_id": call.capability_id[:MAX_TEXT],
+        "capability_id": caller_text(call.capability_id),
         "surface": call.surface,
-        "actor_id": actor.id if actor else None,
-        "actor_issuer": actor.issuer if actor else None,
+        "actor_id": caller_text(actor.id) if actor else None,
+        "actor_issuer": caller_text(actor.issuer) if actor else None,
         "actor_kind": actor.kind if actor else None,
         "revision": call.snapshot.revision,
     }
     if call.correlation_id:
-        event["correlation_id"] = call.correlation_id[:MAX_TEXT]
+        event["correlation_id"] = caller_text(call.correlation_id)
     if call.approval_id:
-        event["approval_id"] = call.approval_id[:MAX_TEXT]
+        event["approval_id"] = caller_text(call.approval_id)
     digest = _input_hmac(call)
     if digest is not None:
         event["input_hmac"], event["input_hmac_key_id"] = digest
     event["execution_state"] = _STATES.get(call.state, "NOT_STARTED")
     event.update(fields)
+    for key in _CALLER_KEYS.intersection(fields):  # a stage passing a caller's string on
+        value = fields[key]
+        if isinstance(value, str):
+            event[key] = caller_text(value)
     return event
 
 
@@ -166,7 +210,7 @@ def reason_of(err: CapabilityError) -> str | None:
     status = err.details.get(UPSTREAM_STATUS_KEY)
     if isinstance(status, str):
         return f"upstream status {status}"
-    return err.reason[:MAX_TEXT] if err.reason else None
+    return caller_text(err.reason) if err.reason else None
 
 
 def failure_fields(call: Call, err: CapabilityError, duration_ms: float) -> dict[str, Any]:
@@ -224,7 +268,7 @@ def replay_event(
         "attempt": call.attempts,
         "duration_ms": duration_ms,
         "replayed": True,
-        "replay_of": stored.execution_id[:MAX_TEXT],
+        "replay_of": caller_text(stored.execution_id),
         "replay_source": source,
         "execution_state": _STATES.get(stored.execution_state, "UNKNOWN"),
     }
@@ -259,11 +303,11 @@ def approval_event(kind: str, record: ApprovalRecord, now: float, revision: str)
         "event_id": f"{record.id}:{name.value}",
         "time": _time(now),
         "execution_id": record.requesting_execution_id,
-        "approval_id": record.id,
-        "capability_id": record.capability_id,
+        "approval_id": caller_text(record.id),
+        "capability_id": caller_text(record.capability_id),
         "surface": record.surface,
-        "requester_id": requester.id,
-        "requester_issuer": requester.issuer,
+        "requester_id": caller_text(requester.id),
+        "requester_issuer": caller_text(requester.issuer),
         "requester_kind": requester.kind,
         "outcome": kind,
         "revision": revision,
@@ -271,8 +315,12 @@ def approval_event(kind: str, record: ApprovalRecord, now: float, revision: str)
     }
     approver = record.decided_by
     if approver is not None and kind != "expired":
-        event.update(actor_id=approver.id, actor_issuer=approver.issuer, actor_kind=approver.kind)
+        event.update(
+            actor_id=caller_text(approver.id),
+            actor_issuer=caller_text(approver.issuer),
+            actor_kind=approver.kind,
+        )
     via = record.decided_via
     if via is not None and kind != "expired":
-        event.update(via_id=via.id, via_issuer=via.issuer)
+        event.update(via_id=caller_text(via.id), via_issuer=caller_text(via.issuer))
     return event
