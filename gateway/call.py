@@ -96,4 +96,12 @@ class Call:
     # entry's key a miss stores the output under after stage 12.
     cache: str = ""
     cache_key: str = ""
+    # Governance hooks (gateway/stages/hooks.py, docs/hooks.md): each pre-hook's context
+    # attributes (policies' `hooks`), the approval reasons of hooks that asked, the audit
+    # records of every hook call, and the input change a hook made (both hashes).
+    hook_context: dict[str, dict[str, Any]] = field(default_factory=dict)
+    hook_asks: list[str] = field(default_factory=list)
+    hook_calls: list[dict[str, Any]] = field(default_factory=list)
+    input_update: dict[str, Any] | None = None
+    dry_run: bool = False  # CapabilityGateway.Check: hooks are told nothing will run
     extra: dict[str, Any] = field(default_factory=dict)

@@ -19,6 +19,7 @@ from gateway.model import Actor
 from gateway.snapshot import Snapshot
 from gateway.stages.actor import check_actor
 from gateway.stages.exposure import check_exposure
+from gateway.stages.hooks import merge_hook_asks, run_pre_hooks
 from gateway.stages.policies import (
     eval_request,
     evaluate_invocation_policies,
@@ -102,6 +103,7 @@ async def check(
         capability_id=capability_id,
         raw_input=input_json,
         metadata=metadata,
+        dry_run=True,  # pre-hooks run, told that nothing will (docs/hooks.md)
     )
     response = gateway_pb2.CheckResponse(revision=snapshot.revision)
     try:
@@ -111,11 +113,13 @@ async def check(
             hide_before_validation,  # as Invoke: bad input to a hidden capability is not found
             validate_input,
             check_actor,
+            run_pre_hooks,  # their context reaches the policies, as on Invoke
             evaluate_invocation_policies,
+            merge_hook_asks,
         ):
             await stage(call, rt)
     except CapabilityError as err:
-        if err.code in (Code.CAPABILITY_NOT_FOUND, Code.POLICY_DENIED, Code.POLICY_FAILED):
+        if err.code in _DENIALS:
             # A concealed answer is the not-found answer exactly (SI-8).
             response.decision = (
                 types_pb2.DECISION_HIDE
@@ -146,6 +150,12 @@ def _add_stances(response: gateway_pb2.CheckResponse, stances: Sequence[Stance])
             message=s.message or "",
             error=s.error or "",
         )
+
+
+_DENIALS = frozenset(
+    {Code.CAPABILITY_NOT_FOUND, Code.POLICY_DENIED, Code.POLICY_FAILED}
+    | {Code.HOOK_DENIED, Code.HOOK_FAILED}
+)
 
 
 async def explain_phase(

@@ -41,6 +41,8 @@ class Code(StrEnum):
     UPSTREAM_UNAVAILABLE = "UPSTREAM_UNAVAILABLE"
     APPROVAL_ALREADY_DECIDED = "APPROVAL_ALREADY_DECIDED"
     APPROVAL_LIMIT_EXCEEDED = "APPROVAL_LIMIT_EXCEEDED"
+    HOOK_FAILED = "HOOK_FAILED"
+    HOOK_DENIED = "HOOK_DENIED"
 
 
 class Event(StrEnum):
@@ -135,6 +137,13 @@ TABLE: Final[dict[Code, Spec]] = {
         "cancellation", False, True, "The operation was cancelled.", _C, Kind.CANCELLED
     ),
     Code.OUTPUT_INVALID: Spec("output-validation", False, False, GENERIC_MESSAGE, _F),
+    # Governance hooks (docs/hooks.md, ADR 0026): a pre-hook that fails fails closed, before
+    # anything ran (retrying is safe); a post-hook's failure is raised with executed=True and
+    # retryable=False. Denied like POLICY_FAILED, its cause (hook name, error) only in the audit.
+    Code.HOOK_FAILED: Spec("hook", True, False, "A governance check could not be completed.", _D),
+    Code.HOOK_DENIED: Spec(
+        "hook", False, True, "The request was denied by a governance check.", _D
+    ),
 }
 
 

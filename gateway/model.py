@@ -119,6 +119,7 @@ class Capability:
     redact: RedactSpec = RedactSpec()
     approval: ApprovalSpec = ApprovalSpec()
     policies: tuple[str, ...] = ()
+    hooks: tuple[str, ...] = ()  # capability-scoped hooks it lists (docs/hooks.md)
     limits: Limits = Limits()
     schema_version: str = ""  # digest of the input schema, bound into approvals (§12)
     http: HttpRoute | None = None  # method, path, query, body: kind http only (upstreams.md)

@@ -26,6 +26,7 @@ from gateway.stages.approval import approval_gate
 from gateway.stages.cache import cache_lookup, cache_store, unless_cached
 from gateway.stages.controls import attach_controls
 from gateway.stages.exposure import check_exposure
+from gateway.stages.hooks import merge_hook_asks, run_failure_hooks, run_post_hooks, run_pre_hooks
 from gateway.stages.identity import assign_execution_id
 from gateway.stages.invoke import invoke_procedure
 from gateway.stages.output import redact_output, validate_output
@@ -73,6 +74,28 @@ class Stage:
 CACHE_LOOKUP = Stage(10, "cache-lookup", cache_lookup)
 CACHE_STORE = Stage(12, "cache-store", cache_store)
 
+# Governance hooks (seed 002, ADR 0026, docs/hooks.md). Pre-hooks after the actor check (6):
+# they see only validated input from a well-formed actor, of a capability exposure and the
+# input-free hide policies let through; before the invocation policies (7) so that their
+# context is visible to policies (`hooks.<hook>.<attr>`) and before the approval gate (8) so
+# that an updated input is the one the approval binds. No span of their own: each hook call is
+# a CLIENT span (`agent.hook`).
+PRE_HOOKS = Stage(6, "pre-hooks", run_pre_hooks)
+# Right after the policies: a hook's ask joins their approval requirement (a hook's allow has
+# nothing to remove: it never lowers a deny, hide or require-approval).
+HOOK_ASKS = Stage(7, "hook-asks", merge_hook_asks)
+# After output validation (12), so a hook sees only valid output and its updated_output is
+# validated again; before redaction (13), so redaction applies to what the hook returned.
+POST_HOOKS = Stage(12, "post-hooks", run_post_hooks)
+
+# The result cache (ADR 0024, docs/cache.md). The lookup after controls (10): stages 1-10 ran,
+# so exposure, validation, policies, the approval gate, execution-phase policies, the
+# idempotency claim and `capability.started` are never skipped by a hit. The store right after
+# output validation (12): only an output stage 12 accepted is stored, validated and before
+# post-hooks and redaction, which run per request on a hit too.
+CACHE_LOOKUP = Stage(10, "cache-lookup", cache_lookup)
+CACHE_STORE = Stage(12, "cache-store", cache_store)
+
 # Seed 001, stages 2-13 (1 is the listener; 14-15 are the runner's completion).
 INVOKE: tuple[Stage, ...] = (
     Stage(2, "execution-identity", assign_execution_id),
@@ -84,7 +107,9 @@ INVOKE: tuple[Stage, ...] = (
     Stage(4, "input-free-hide", hide_before_validation),
     Stage(5, "input-validation", validate_input),
     Stage(6, "actor-check", check_actor),
+    PRE_HOOKS,
     Stage(7, "invocation-policies", evaluate_invocation_policies, "agent.policy_evaluation"),
+    HOOK_ASKS,
     # agent.approval_request: opened in stages/approval.py only when an approval is requested.
     Stage(8, "approval-gate", approval_gate),
     Stage(9, "execution-policies", evaluate_execution_policies, "agent.policy_evaluation"),
@@ -95,6 +120,7 @@ INVOKE: tuple[Stage, ...] = (
     Stage(11, "procedure-invocation", unless_cached(invoke_procedure)),
     Stage(12, "output-validation", unless_cached(validate_output)),
     CACHE_STORE,
+    POST_HOOKS,
     Stage(13, "redaction", redact_output),
 )
 
@@ -110,9 +136,12 @@ RESUME: tuple[Stage, ...] = (
     INVOKE[4],
     Stage(8, "approval-capability-digest", verify_capability_digest),
     INVOKE[5],
+    # Pre-hooks again, on the stored (approved) input: their context is current for the
+    # re-evaluated policies; an input a re-run hook changes is refused (APPROVAL_INPUT_MISMATCH).
+    PRE_HOOKS,
     Stage(7, "invocation-policies", reevaluate_invocation_policies, "agent.policy_evaluation"),
     Stage(8, "approval-consume", consume_approval, "agent.approval_request"),
-    *INVOKE[8:],
+    *INVOKE[[s.name for s in INVOKE].index("approval-gate") + 1 :],
 )
 
 
@@ -282,6 +311,10 @@ async def _completed(call: Call, rt: Runtime) -> gateway_pb2.ExecutionResult:
 
 
 async def _failed(call: Call, rt: Runtime, err: CapabilityError) -> gateway_pb2.ExecutionResult:
+    # PostFailure hooks observe every terminal failure a caller could see (never a concealed
+    # one), before the terminal event so that it records their calls; bounded by each hook's
+    # timeout and the caller's deadline.
+    await run_failure_hooks(call, rt, err)
     result = envelope.failure(
         err,
         execution_id=call.execution_id,

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from gateway.hooks.model import HookSpec
 from gateway.model import Capability, Limits
 from gateway.upstream.httpspec import HttpUpstream
 
@@ -232,5 +233,6 @@ class Settings:
     notify: NotifySettings = NotifySettings()
     defaults: Defaults = Defaults()
     cache: CacheSettings = CacheSettings()  # the result cache (docs/cache.md)
+    hooks: tuple[HookSpec, ...] = ()  # governance hooks, in config order (docs/hooks.md)
     source: str = ""  # path of the file or directory
     revision: str = ""  # sha256 of the config files (short hex)

@@ -15,9 +15,11 @@ from typing import Any, TypeAlias
 import orjson
 from google.protobuf.descriptor_pool import DescriptorPool
 
-from capgate.v1 import gateway_pb2, procedure_pb2_grpc
+from capgate.v1 import gateway_pb2, hook_pb2_grpc, procedure_pb2_grpc
 from gateway.cache.scope import ScopeKey, ScopeKeyError
 from gateway.config.problems import PathParts, format_path
+from gateway.hooks.calls import NO_HOOKS, BoundHook, CapabilityHooks
+from gateway.hooks.model import context_types
 from gateway.model import Capability
 from gateway.outputexpr import OutputExpr, OutputExprError
 from gateway.redact import Redactor
@@ -89,6 +91,7 @@ class Prepared:
     # snapshot (stages 7 and 9 skip the others without asking the policy set). None: unknown,
     # so the stages ask (never a silent skip).
     policy_phases: frozenset[Phase] | None = None
+    hooks: CapabilityHooks = NO_HOOKS  # the hooks that apply to it, per RPC (docs/hooks.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,12 +398,17 @@ async def _build(
         entry = cap.as_policy_value()
         registry[cap.id] = entry if schema is None else {**entry, "input_schema": dict(schema)}
     try:
-        policies = load_policy_set(_policy_files(settings.policy_paths), registry=registry)
+        policies = load_policy_set(
+            _policy_files(settings.policy_paths),
+            registry=registry,
+            hooks=context_types(settings.hooks),
+        )
     except PolicyLoadError as exc:
         # The names the files define still tell which listed policies exist at all.
         problems += _unknown_policies(settings, exc.names)
         raise SnapshotError(problems, exc.errors) from None
     problems += _unknown_policies(settings, frozenset(policies.policy_names))
+    bound = _bind_hooks(settings, pool, problems)
     if problems:
         raise SnapshotError(problems)
     checked = Checked(policies, tuple(unresolved))
@@ -412,12 +420,43 @@ async def _build(
             for phase in Phase
             if policies.applies(phase, p.policy_value, p.capability.policies)
         )
-        prepared[cap_id] = dataclasses.replace(p, policy_phases=phases)
+        prepared[cap_id] = dataclasses.replace(
+            p, policy_phases=phases, hooks=_hooks_of(p.capability, bound)
+        )
     revision = _digest(settings.revision, policies.revision)
     snapshot = Snapshot(
         settings=settings, capabilities=prepared, policies=policies, revision=revision
     )
     return snapshot, checked
+
+
+def _bind_hooks(
+    settings: Settings, pool: ChannelPool, problems: list[SnapshotProblem]
+) -> tuple[BoundHook, ...]:
+    """Every configured hook with a stub on its upstream's pooled channel (TLS as upstreams)."""
+    bound = []
+    for index, spec in enumerate(settings.hooks):
+        try:
+            channel = pool.channel(settings.upstreams[spec.upstream])
+        except UpstreamConfigError as exc:
+            problems.append(
+                SnapshotProblem(("hooks", index, "upstream"), f"hook {spec.name}: {exc}")
+            )
+            continue
+        bound.append(BoundHook(spec, hook_pb2_grpc.HookStub(channel)))
+    return tuple(bound)
+
+
+def _hooks_of(cap: Capability, bound: tuple[BoundHook, ...]) -> CapabilityHooks:
+    """The hooks applying to `cap` (selectors, or listed when capability-scoped), per RPC."""
+    mine = [h for h in bound if h.spec.applies_to(cap.id, cap.tags, cap.hooks)]
+    if not mine:
+        return NO_HOOKS
+    return CapabilityHooks(
+        pre=tuple(h for h in mine if "pre_invoke" in h.spec.calls),
+        post=tuple(h for h in mine if "post_invoke" in h.spec.calls),
+        failure=tuple(h for h in mine if "post_failure" in h.spec.calls),
+    )
 
 
 def _unknown_policies(settings: Settings, known: frozenset[str]) -> list[SnapshotProblem]:

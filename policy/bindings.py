@@ -2,8 +2,8 @@
 
 Missing actor or capability fields get empty defaults so that a policy reading
 `actor.roles` on an actor without roles sees `[]` rather than failing; fields of the
-wrong type are passed through, so policies reading them fail closed. `input` is bound
-only in the invocation and execution phases; `approval` only in execution, where it is
+wrong type are passed through, so policies reading them fail closed. `input` and `hooks` are
+bound only in the invocation and execution phases; `approval` only in execution, where it is
 always bound (null without an approval).
 """
 
@@ -50,6 +50,7 @@ def bindings_for(
         variables[CONST_VAR] = constants
     if phase is not Phase.DISCOVERY:
         variables["input"] = req.input
+        variables["hooks"] = {name: dict(attrs) for name, attrs in req.hooks.items()}
     if phase is Phase.EXECUTION:
         variables["approval"] = _approval(req.approval) if req.approval is not None else None
     return variables

@@ -25,6 +25,7 @@ from policy.diagnose import MATCH_CONTEXT, Variant, explain
 from policy.document import ExprSpec, PolicySpec
 from policy.errors import LoadIssue
 from policy.globs import compile_globs
+from policy.hooktypes import hooks_type
 from policy.model import Phase
 from policy.schematypes import CONTEXT_TYPES, TypeBuilder
 
@@ -49,12 +50,19 @@ class Checker:
     """Checks expressions; holds the per-phase, per-input-type environments it builds."""
 
     def __init__(
-        self, registry: Mapping[str, Mapping[str, Any]] | None, constants: Mapping[str, Any]
+        self,
+        registry: Mapping[str, Mapping[str, Any]] | None,
+        constants: Mapping[str, Any],
+        *,
+        hooks: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         self.types = TypeBuilder()
+        # The gateway's pre-hooks' declared context attributes, readable with `input` as
+        # `hooks.<hook>.<attribute>` (docs/hooks.md): an undeclared one is a load error.
+        self._hooks_type = hooks_type(self.types, hooks) if hooks else None
         self.notes: list[str] = []
         self._const_type = self.types.constants_type(constants) if constants else None
-        self._envs: dict[tuple[str, str], Any] = {}
+        self._envs: dict[tuple[str, str, bool], Any] = {}
         self._registry = registry is not None
         self._caps: dict[str, _Capability] = {}
         self._variants: dict[str, Variant] = {}
@@ -138,26 +146,47 @@ class Checker:
         source = rewrite_const(expr.text)
         return not isinstance(self._compile(Phase.INVOCATION, None, source), list)
 
-    def _compile(self, context: str, variant: Variant | None, source: str) -> Any:
+    def reads_hooks(self, expr: ExprSpec, contexts: Sequence[str]) -> bool:
+        """Whether `expr` may read `hooks`: it does not compile, in one of `contexts`, with
+        `hooks` left undeclared (input as dyn). Policies that cannot read hooks are evaluated
+        before the pre-hooks are called too, so that their deny or hide stops the call before
+        any hook sees it (docs/hooks.md)."""
+        if self._hooks_type is None:
+            return False
+        source = rewrite_const(expr.text)
+        dyn = Variant(_DYN, None, ())
+        phases = [c for c in contexts if c in {Phase.INVOCATION, Phase.EXECUTION}]
+        return any(
+            isinstance(self._compile(c, dyn, source, with_hooks=False), list) for c in phases
+        )
+
+    def _compile(
+        self, context: str, variant: Variant | None, source: str, *, with_hooks: bool = True
+    ) -> Any:
         try:
-            return self._env(context, variant).compile(source)
+            return self._env(context, variant, with_hooks).compile(source)
         except RuntimeError as exc:
             text = str(exc)
             if variant is not None and variant.type_name and _MAP_STYLE_USE.search(text):
                 # `'x' in input` or `input['x']` treat the input as a map, which its record
                 # type does not allow; field names cannot be checked there, types can.
-                return self._compile(context, Variant(_DYN, None, ()), source)
+                return self._compile(
+                    context, Variant(_DYN, None, ()), source, with_hooks=with_hooks
+                )
             return diagnostics(text)
 
-    def _env(self, context: str, variant: Variant | None) -> Any:
-        key = (context, variant.key if variant else "-")
+    def _env(self, context: str, variant: Variant | None, with_hooks: bool = True) -> Any:
+        key = (context, variant.key if variant else "-", with_hooks)
         env = self._envs.get(key)
         if env is None:
-            env = cel.NewEnv(self.types.pool, variables=self._declarations(context, variant))
+            declared = self._declarations(context, variant, with_hooks)
+            env = cel.NewEnv(self.types.pool, variables=declared)
             self._envs[key] = env
         return env
 
-    def _declarations(self, context: str, variant: Variant | None) -> dict[str, Any]:
+    def _declarations(
+        self, context: str, variant: Variant | None, with_hooks: bool = True
+    ) -> dict[str, Any]:
         names = ["actor", "capability", "request"]
         if context == Phase.EXECUTION:
             names.append("approval")
@@ -167,6 +196,8 @@ class Checker:
             declared[CONST_VAR] = cel.Type(self._const_type)
         if variant is not None:
             declared["input"] = cel.Type(variant.type_name) if variant.type_name else cel.Type.DYN
+            if self._hooks_type and with_hooks:
+                declared["hooks"] = cel.Type(self._hooks_type)
         return declared
 
 

@@ -22,7 +22,7 @@ from policy.engine import PolicySet
 from policy.errors import PolicyLoadError
 from policy.junit import write_junit
 from policy.loader import load_policy_set
-from policy.registry import registry_from_config, unknown_listed_policies
+from policy.registry import hooks_from_config, registry_from_config, unknown_listed_policies
 from policy.render import evaluation_json, evaluation_text, report_json, report_text
 from policy.requests import request_from_data
 from policy.suites import run_suites
@@ -117,8 +117,11 @@ def _load(args: argparse.Namespace) -> PolicySet:
     if not args.directory.is_dir():
         raise _UsageError(f"{args.directory}: not a directory")
     registry = _registry(args)
+    hooks = hooks_from_config(args.config) if args.config is not None else None
     try:
-        policy_set = load_policy_set(args.directory, registry=registry, backend=args.backend)
+        policy_set = load_policy_set(
+            args.directory, registry=registry, backend=args.backend, hooks=hooks
+        )
     except PolicyLoadError as exc:
         if args.config is None:
             raise
@@ -174,7 +177,10 @@ def _explain(args: argparse.Namespace) -> int:
         request = replace(request, capability={**details, **request.capability})
         if not request.capability_policies:  # the ones the config lists for it
             request = replace(request, capability_policies=tuple(known.get("policies", ())))
-    policy_set = load_policy_set(args.directory, registry=registry, backend=args.backend)
+    hooks = hooks_from_config(args.config) if args.config is not None else None
+    policy_set = load_policy_set(
+        args.directory, registry=registry, backend=args.backend, hooks=hooks
+    )
     evaluation = policy_set.evaluate_all(phase, request)
     if args.format == "json":
         print(json.dumps(evaluation_json(phase, policy_set, evaluation), indent=2))

@@ -54,6 +54,8 @@ class CompiledPolicy:
     line: int
     # No rule reads `input` (match never may): decidable before input validation (ADR 0016).
     input_free: bool = False
+    # Some rule may read `hooks` (docs/hooks.md): decidable only after the pre-hooks ran.
+    reads_hooks: bool = False
 
     @property
     def enforced(self) -> bool:
@@ -120,6 +122,9 @@ class _Compiler:
             path=spec.path,
             line=spec.line,
             input_free=all(self.checker.input_free(rule.when) for rule in spec.rules),
+            reads_hooks=any(
+                self.checker.reads_hooks(rule.when, list(spec.phases)) for rule in spec.rules
+            ),
         )
 
     def _program(self, expr: ExprSpec, contexts: list[str], variants: Any) -> Program | None:

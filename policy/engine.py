@@ -111,12 +111,19 @@ class PolicySet:
         return found
 
     def evaluate_all(
-        self, phase: Phase, req: EvalRequest, *, input_free: bool = False
+        self,
+        phase: Phase,
+        req: EvalRequest,
+        *,
+        input_free: bool = False,
+        without_hooks: bool = False,
     ) -> Evaluation:
         """Evaluate every applicable policy for `req` in `phase` and combine the stances.
 
         `input_free`: only the policies that never read `input` (and unknown listed names,
-        which fail closed): the part of the phase decidable before input validation."""
+        which fail closed): the part of the phase decidable before input validation.
+        `without_hooks`: only the policies that never read `hooks` (and unknown listed names):
+        the part decidable before the gateway's pre-hooks are called (docs/hooks.md)."""
         started = perf_counter()
         phase = Phase(phase)
         selected = self._select(phase, req.capability)
@@ -124,6 +131,9 @@ class PolicySet:
         if input_free:
             selected = tuple(p for p in selected if p.input_free)
             listed = [p for p in listed if not isinstance(p, CompiledPolicy) or p.input_free]
+        if without_hooks:
+            selected = tuple(p for p in selected if not p.reads_hooks)
+            listed = [p for p in listed if not isinstance(p, CompiledPolicy) or not p.reads_hooks]
         stances: list[Stance] = []
         if selected or listed:
             variables = bindings_for(phase, req, req.now or self._clock(), self._constants)

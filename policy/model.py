@@ -115,6 +115,8 @@ class EvalRequest:
     correlation_id: str = ""
     metadata: Mapping[str, str] = field(default_factory=dict)
     approval: Mapping[str, Any] | None = None
+    # hook name -> the context attributes its PreInvoke returned (the gateway's pre-hooks).
+    hooks: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from policy.errors import LoadIssue
 from policy.files import read_sources
 from policy.yamlsource import parse_documents
 
-__all__ = ["InputDeriver", "registry_from_config", "unknown_listed_policies"]
+__all__ = ["InputDeriver", "hooks_from_config", "registry_from_config", "unknown_listed_policies"]
 
 _KEYS = ("tags", "side_effect", "risk", "policies", "input_schema")
 
@@ -63,6 +63,29 @@ def registry_from_config(
                 known["input_schema"] = dict(schema)
         registry[entry["id"]] = known
     return registry
+
+
+def hooks_from_config(path: Path) -> dict[str, dict[str, str]]:
+    """Hook name → its declared context attributes and their types (`hooks[].context` of the
+    pre_invoke hooks), which policies read as `hooks.<name>.<attribute>` (docs/hooks.md).
+    Malformed entries are skipped: the gateway's own config check reports them."""
+    sources = read_sources(path) if path.is_dir() else read_sources([path])
+    found: dict[str, dict[str, str]] = {}
+    for source in sources:
+        try:
+            documents = list(yaml.safe_load_all(source.data or b""))
+        except yaml.YAMLError:
+            continue  # registry_from_config reports it
+        for document in documents:
+            hooks = document.get("hooks") if isinstance(document, Mapping) else None
+            for hook in hooks if isinstance(hooks, list) else ():
+                if not isinstance(hook, Mapping) or not isinstance(hook.get("name"), str):
+                    continue
+                calls, context = hook.get("calls"), hook.get("context")
+                if isinstance(calls, list) and "pre_invoke" in calls:
+                    attrs = context if isinstance(context, Mapping) else {}
+                    found[hook["name"]] = {str(k): str(v) for k, v in attrs.items()}
+    return found
 
 
 def _capabilities(document: Mapping[str, Any], label: str) -> list[Mapping[str, Any]]:

@@ -1,7 +1,7 @@
 """Requests written as JSON or YAML (explain, test suites) → `EvalRequest`.
 
 The shape mirrors `EvalRequest`: `{"phase", "surface", "capability", "capability_policies",
-"actor", "input", "now", "correlation_id", "metadata", "approval"}`; `now` and
+"actor", "input", "now", "correlation_id", "metadata", "approval", "hooks"}`; `now` and
 `approval.decided_at` are RFC 3339 text.
 """
 
@@ -28,6 +28,7 @@ _KEYS = frozenset(
         "correlation_id",
         "metadata",
         "approval",
+        "hooks",
     }
 )
 
@@ -51,6 +52,9 @@ def request_from_data(data: Any) -> tuple[Phase, EvalRequest]:
     approval = data.get("approval")
     if approval is not None and not isinstance(approval, Mapping):
         raise ValueError("approval must be an object or null")
+    hooks = _mapping(data, "hooks", required=False)  # hook name -> its context attributes
+    if not all(isinstance(v, Mapping) for v in hooks.values()):
+        raise ValueError("hooks values must be objects (a hook's context attributes)")
     return phase, EvalRequest(
         actor=actor,
         capability=capability,
@@ -61,6 +65,7 @@ def request_from_data(data: Any) -> tuple[Phase, EvalRequest]:
         correlation_id=_text(data, "correlation_id"),
         metadata={str(k): v for k, v in metadata.items()},
         approval=approval,
+        hooks={str(k): v for k, v in hooks.items()},
     )
 
 

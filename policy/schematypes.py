@@ -75,6 +75,10 @@ class TypeBuilder:
         except (TypeError, ValueError):  # a schema protobuf cannot describe: check as dyn
             return None
 
+    def record_type(self, name: str, label: str, schema: Mapping[str, Any]) -> str:
+        """The message describing the object `schema`, for the CEL path `label` (`hooks`)."""
+        return self._add_root(name, label, schema)
+
     def constants_type(self, values: Mapping[str, Any]) -> str:
         """The message describing `const` for these constant values."""
         schema = {"type": "object", "properties": {k: _infer(v) for k, v in values.items()}}

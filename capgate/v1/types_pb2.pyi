@@ -39,6 +39,8 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_CODE_UPSTREAM_UNAVAILABLE: _ClassVar[ErrorCode]
     ERROR_CODE_APPROVAL_ALREADY_DECIDED: _ClassVar[ErrorCode]
     ERROR_CODE_APPROVAL_LIMIT_EXCEEDED: _ClassVar[ErrorCode]
+    ERROR_CODE_HOOK_FAILED: _ClassVar[ErrorCode]
+    ERROR_CODE_HOOK_DENIED: _ClassVar[ErrorCode]
 
 class ExecutionState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -91,6 +93,8 @@ ERROR_CODE_INPUT_TOO_LARGE: ErrorCode
 ERROR_CODE_UPSTREAM_UNAVAILABLE: ErrorCode
 ERROR_CODE_APPROVAL_ALREADY_DECIDED: ErrorCode
 ERROR_CODE_APPROVAL_LIMIT_EXCEEDED: ErrorCode
+ERROR_CODE_HOOK_FAILED: ErrorCode
+ERROR_CODE_HOOK_DENIED: ErrorCode
 EXECUTION_STATE_UNSPECIFIED: ExecutionState
 EXECUTION_STATE_NOT_STARTED: ExecutionState
 EXECUTION_STATE_COMPLETED: ExecutionState

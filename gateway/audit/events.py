@@ -196,6 +196,10 @@ def build(name: str, call: Call, now: float, **fields: Any) -> dict[str, Any]:
     if digest is not None:
         event["input_hmac"], event["input_hmac_key_id"] = digest
     event["execution_state"] = _STATES.get(call.state, "NOT_STARTED")
+    if call.hook_calls:
+        event["hooks"] = list(call.hook_calls)  # name, call, decision, duration, error (ADR 0026)
+    if call.input_update is not None:
+        event["input_update"] = call.input_update  # the hooks that changed it, both hashes
     event.update(fields)
     for key in _CALLER_KEYS.intersection(fields):  # a stage passing a caller's string on
         value = fields[key]

@@ -19,6 +19,7 @@ from gateway.config.context import plain, resolve
 from gateway.config.durations import parse_duration, whole_seconds
 from gateway.config.kinds import http_route, http_upstream
 from gateway.config.revision import SHORT_HASH
+from gateway.hooks.config import build_hooks
 from gateway.mcp.config import mcp_settings
 from gateway.model import (
     ApprovalSpec,
@@ -240,6 +241,7 @@ class _Builder:
                     "idempotent": ("idempotent", _same),
                     "timeout": ("timeout_s", parse_duration),
                     "policies": ("policies", tuple),
+                    "hooks": ("hooks", tuple),
                 },
             ),
         )
@@ -327,6 +329,7 @@ def build_settings(root: Mapping[str, Any], base: Path, *, source: str, revision
         ),
         actor_token=ActorTokenSettings(**_kw(root.get("actor_token"), _actor_token_spec(path))),
         notify=_notify(root.get("notify")),
+        hooks=build_hooks(root),
         defaults=defaults,
         cache=CacheSettings(
             **_kw(

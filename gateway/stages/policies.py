@@ -31,6 +31,7 @@ def eval_request(call: Call, rt: Runtime, *, with_input: bool, approval: Any = N
         correlation_id=call.correlation_id,
         metadata={k: v for k, v in call.metadata.items() if k in allow},
         approval=approval,
+        hooks=call.hook_context,  # the pre-hooks' context attributes (docs/hooks.md)
     )
 
 

@@ -246,6 +246,18 @@ class Metrics:
             "s",
             ("upstream", "code"),
         )
+        self.hook_duration = Histogram(
+            "capgate.hook.duration",
+            "One governance hook call, by hook, RPC and result (ok, error).",
+            "s",
+            ("hook", "call", "result"),
+        )
+        self.hook_faults = Counter(
+            "capgate.hook.faults",
+            "Hook answers refused for breaking the contract (context types, invalid updates).",
+            "{answer}",
+            ("hook",),
+        )
         self.audit_dropped = Counter(
             "capgate.audit.dropped",
             "Audit events not delivered, by sink and reason.",

@@ -55,13 +55,15 @@ def test_load_policy_set_signature():
         "registry: 'Mapping[str, Mapping[str, Any]] | None' = None, "
         "backend: 'str' = 'cel-expr-python', "
         "limits: 'Limits' = Limits(cpu_time_s=0.05), "
-        "clock: 'Callable[[], datetime] | None' = None) -> 'PolicySet'"
+        "clock: 'Callable[[], datetime] | None' = None, "
+        "hooks: 'Mapping[str, Mapping[str, str]] | None' = None) -> 'PolicySet'"
     )
 
 
 def test_evaluate_all_signature():
     assert str(inspect.signature(PolicySet.evaluate_all)) == (
-        "(self, phase: 'Phase', req: 'EvalRequest', *, input_free: 'bool' = False) -> 'Evaluation'"
+        "(self, phase: 'Phase', req: 'EvalRequest', *, input_free: 'bool' = False, "
+        "without_hooks: 'bool' = False) -> 'Evaluation'"
     )
 
 
@@ -76,6 +78,7 @@ def test_value_objects_have_the_agreed_fields():
         "correlation_id",
         "metadata",
         "approval",
+        "hooks",  # the gateway's pre-hooks' context (docs/hooks.md)
     ]
     assert fields(Stance) == ["policy", "mode", "effect", "rule", "message", "error"]
     assert fields(ApprovalRequirement) == ["reasons", "roles", "expires_in", "policies"]

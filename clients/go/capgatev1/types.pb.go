@@ -57,6 +57,9 @@ const (
 	// Approval administration.
 	ErrorCode_ERROR_CODE_APPROVAL_ALREADY_DECIDED ErrorCode = 25
 	ErrorCode_ERROR_CODE_APPROVAL_LIMIT_EXCEEDED  ErrorCode = 26
+	// Governance hooks (docs/hooks.md): a hook failed or timed out (fail closed), a hook denied.
+	ErrorCode_ERROR_CODE_HOOK_FAILED ErrorCode = 28
+	ErrorCode_ERROR_CODE_HOOK_DENIED ErrorCode = 29
 )
 
 // Enum value maps for ErrorCode.
@@ -89,6 +92,8 @@ var (
 		24: "ERROR_CODE_UPSTREAM_UNAVAILABLE",
 		25: "ERROR_CODE_APPROVAL_ALREADY_DECIDED",
 		26: "ERROR_CODE_APPROVAL_LIMIT_EXCEEDED",
+		28: "ERROR_CODE_HOOK_FAILED",
+		29: "ERROR_CODE_HOOK_DENIED",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED":                   0,
@@ -118,6 +123,8 @@ var (
 		"ERROR_CODE_UPSTREAM_UNAVAILABLE":          24,
 		"ERROR_CODE_APPROVAL_ALREADY_DECIDED":      25,
 		"ERROR_CODE_APPROVAL_LIMIT_EXCEEDED":       26,
+		"ERROR_CODE_HOOK_FAILED":                   28,
+		"ERROR_CODE_HOOK_DENIED":                   29,
 	}
 )
 
@@ -852,7 +859,7 @@ const file_capgate_v1_types_proto_rawDesc = "" +
 	"\tapprovers\x18\x11 \x01(\v2\x1e.capgate.v1.ApproverConstraintR\tapprovers\x126\n" +
 	"\x17requesting_execution_id\x18\x12 \x01(\tR\x15requestingExecutionId\x120\n" +
 	"\x14resumed_execution_id\x18\x13 \x01(\tR\x12resumedExecutionId\x12\x18\n" +
-	"\asurface\x18\x14 \x01(\tR\asurface*\xa2\a\n" +
+	"\asurface\x18\x14 \x01(\tR\asurface*\xda\a\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fERROR_CODE_CAPABILITY_NOT_FOUND\x10\x01\x12\x1c\n" +
@@ -881,7 +888,9 @@ const file_capgate_v1_types_proto_rawDesc = "" +
 	"\x1aERROR_CODE_INPUT_TOO_LARGE\x10\x17\x12#\n" +
 	"\x1fERROR_CODE_UPSTREAM_UNAVAILABLE\x10\x18\x12'\n" +
 	"#ERROR_CODE_APPROVAL_ALREADY_DECIDED\x10\x19\x12&\n" +
-	"\"ERROR_CODE_APPROVAL_LIMIT_EXCEEDED\x10\x1a*\x8e\x01\n" +
+	"\"ERROR_CODE_APPROVAL_LIMIT_EXCEEDED\x10\x1a\x12\x1a\n" +
+	"\x16ERROR_CODE_HOOK_FAILED\x10\x1c\x12\x1a\n" +
+	"\x16ERROR_CODE_HOOK_DENIED\x10\x1d*\x8e\x01\n" +
 	"\x0eExecutionState\x12\x1f\n" +
 	"\x1bEXECUTION_STATE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bEXECUTION_STATE_NOT_STARTED\x10\x01\x12\x1d\n" +

@@ -12,6 +12,9 @@ must agree with it, or the call is refused.
         agent = current_agent_context()   # who, for which execution, under which approval
 
 Needs `cryptography`: install `capgate-client[server]`.
+
+Governance hooks (`capgate.v1.Hook`, docs/hooks.md) are served with `serve_hooks` /
+`HookServicer` from `capgate_client.hook`, re-exported here (they need no `cryptography`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,15 @@ from capgate_client.actor_token import (
     ActorTokenInvalid,
     ActorTokenVerifier,
 )
+from capgate_client.hook import (
+    HookServicer,
+    PostFailure,
+    PostInvoke,
+    PostInvokeResult,
+    PreInvoke,
+    PreInvokeResult,
+    serve_hooks,
+)
 
 __all__ = [
     "ACTOR_TOKEN_HEADER",
@@ -42,8 +54,15 @@ __all__ = [
     "AgentContext",
     "AgentContextInterceptor",
     "AgentContextInvalid",
+    "HookServicer",
+    "PostFailure",
+    "PostInvoke",
+    "PostInvokeResult",
+    "PreInvoke",
+    "PreInvokeResult",
     "current_agent_context",
     "read_agent_context",
+    "serve_hooks",
 ]
 
 ACTOR_TOKEN_HEADER: Final = "x-capgate-actor-token"  # noqa: S105 — a header name

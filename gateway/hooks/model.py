@@ -1,0 +1,43 @@
+"""The configured hooks (docs/hooks.md): frozen specs built from the `hooks` section."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from policy.globs import compile_globs
+
+HookCall = Literal["pre_invoke", "post_invoke", "post_failure"]
+AttributeType = Literal["string", "integer", "number", "boolean"]
+
+DEFAULT_TIMEOUT_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class HookSpec:
+    """One `hooks[]` entry. `context` declares the attributes its PreInvoke may return."""
+
+    name: str
+    upstream: str  # the upstreams entry whose channel settings the hook is called over
+    calls: frozenset[HookCall]
+    scope: Literal["global", "capability"] = "global"
+    capabilities: tuple[str, ...] = ()  # id globs as for policies; () means all
+    tags: tuple[str, ...] | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    failure: Literal["closed", "open"] = "closed"
+    context: Mapping[str, AttributeType] = field(default_factory=dict)
+
+    def applies_to(self, capability_id: str, tags: Sequence[str], listed: Sequence[str]) -> bool:
+        """Global hooks by their selectors; capability-scoped ones where the capability lists
+        them (the same rule as for policies, docs/policies.md)."""
+        if self.scope == "capability":
+            return self.name in listed
+        if self.capabilities and not compile_globs(self.capabilities).match(capability_id):
+            return False
+        return self.tags is None or not set(self.tags).isdisjoint(tags)
+
+
+def context_types(hooks: Sequence[HookSpec]) -> dict[str, dict[str, str]]:
+    """hook name -> attribute -> type: what the policy checker declares as `hooks`."""
+    return {h.name: dict(h.context) for h in hooks if "pre_invoke" in h.calls}
