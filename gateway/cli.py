@@ -70,9 +70,10 @@ def _dispatch(args: list[str]) -> int:
         print(f"capgate: unknown command {redact(name, args)!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     module_name, _ = _GROUPS[name]
-    if name not in _SERVERS:
-        # gRPC core logs a failed TLS handshake at INFO on stderr; the command says it better.
-        os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    # gRPC core prints a line at INFO on stderr per failed TLS handshake: for `serve` that is
+    # one line per unauthenticated probe, without limit; the other commands say it better.
+    # Before grpc is imported (the group's module imports it); an operator's value wins.
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     module = __import__(module_name, fromlist=["main"])
     entry: Callable[[Sequence[str]], int] = module.main
     if name in _SERVERS:
