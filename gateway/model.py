@@ -123,6 +123,7 @@ class Capability:
     limits: Limits = Limits()
     schema_version: str = ""  # digest of the input schema, bound into approvals (§12)
     http: HttpRoute | None = None  # method, path, query, body: kind http only (upstreams.md)
+    tool: str | None = None  # the MCP tool it calls: kind mcp only (docs/upstreams.md)
     cache: CacheSpec | None = None  # none/read capabilities only (docs/cache.md)
     map_input: str | None = None  # CEL building the upstream request at stage 11
     map_input_schema: Mapping[str, Any] | None = None  # what map_input builds (procedure)

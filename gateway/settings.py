@@ -12,6 +12,7 @@ from typing import Literal
 from gateway.hooks.model import HookSpec
 from gateway.model import Capability, Limits
 from gateway.upstream.httpspec import HttpUpstream
+from gateway.upstream.mcpspec import McpUpstream
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +109,7 @@ class Listener:
 class Upstream:
     name: str
     address: str  # "127.0.0.1:50051" or "unix:///path"
-    kind: Literal["grpc", "procedure", "http"] = "grpc"
+    kind: Literal["grpc", "procedure", "http", "mcp"] = "grpc"
     descriptor_set: str | None = None  # FileDescriptorSet; else server reflection
     tls: bool = False
     ca_file: str | None = None
@@ -118,6 +119,7 @@ class Upstream:
     max_response_bytes: int = 4 * 1024 * 1024
     keepalive_s: int = 30
     http: HttpUpstream | None = None  # kind http only (docs/upstreams.md)
+    mcp: McpUpstream | None = None  # kind mcp only (docs/upstreams.md)
 
 
 @dataclass(frozen=True, slots=True)

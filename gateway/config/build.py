@@ -17,7 +17,7 @@ from gateway.canonical import canonical_json
 from gateway.config.capabilities import PROCEDURE_METHOD
 from gateway.config.context import plain, resolve
 from gateway.config.durations import parse_duration, whole_seconds
-from gateway.config.kinds import http_route, http_upstream
+from gateway.config.kinds import http_route, http_upstream, mcp_upstream
 from gateway.config.revision import SHORT_HASH
 from gateway.hooks.config import build_hooks
 from gateway.mcp.config import mcp_settings
@@ -187,7 +187,8 @@ class _Builder:
             "keepalive": ("keepalive_s", whole_seconds),
         }
         http = http_upstream(node.get("http")) if node.get("kind") == "http" else None
-        return Upstream(name=name, address=node["address"], http=http, **_kw(node, spec))
+        mcp = mcp_upstream(node.get("mcp")) if node.get("kind") == "mcp" else None
+        return Upstream(name=name, address=node["address"], http=http, mcp=mcp, **_kw(node, spec))
 
     def capability(
         self, node: Mapping[str, Any], upstreams: Mapping[str, Upstream], limits: Limits
@@ -195,6 +196,8 @@ class _Builder:
         upstream = upstreams[node["upstream"]]
         route = http_route(node.get("http"))  # kind http: the method is the route's
         method = f"{route.method} {route.template}" if route else node.get("method")
+        if "tool" in node:  # kind mcp: the tool is the method
+            method = f"tools/call {node['tool']}"
         method = method or PROCEDURE_METHOD
         input_schema = plain(node["input_schema"]) if "input_schema" in node else None
         output_schema = plain(node["output_schema"]) if "output_schema" in node else None
@@ -231,6 +234,7 @@ class _Builder:
             # §12: approvals bind this digest; a changed schema, upstream or method refuses Resume.
             schema_version=short_sha256(canonical_json(version)),
             http=route,
+            tool=node.get("tool"),
             cache=_cache(node.get("cache")),
             map_input=map_input,
             map_input_schema=map_schema,

@@ -52,7 +52,7 @@ def check_upstreams(ctx: Ctx) -> dict[str, Methods]:
         for key in ("ca_file", "client_cert_file", "client_key_file"):
             ctx.existing_file(upstream, key, parts)
         check_http_upstream(ctx, upstream, parts)  # kind http (gateway/config/kinds.py)
-        if text(upstream, "kind") == "http":
+        if text(upstream, "kind") in ("http", "mcp"):
             continue
         if "descriptor_set" in upstream and text(upstream, "kind", "grpc") == "procedure":
             ctx.fail((*parts, "descriptor_set"), "not used by procedure upstreams")

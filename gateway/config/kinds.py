@@ -1,5 +1,5 @@
-"""Checks (at file:line) and builders of the upstream kinds that are not gRPC (`kind: http`;
-docs/upstreams.md).
+"""Checks (at file:line) and builders of the upstream kinds that are not gRPC (`kind: http`,
+`kind: mcp`; docs/upstreams.md).
 
 The schema already limits a path template to `/`-separated URL path characters and whole
 `{property}` placeholders; these checks add what a pattern cannot say: no `.`/`..` segment,
@@ -16,33 +16,59 @@ from gateway.config.context import Ctx, mapping, text
 from gateway.config.problems import PathParts
 from gateway.config.source import LDict
 from gateway.upstream.httpspec import BODY_METHODS, HttpRoute, HttpUpstream, parse_template
+from gateway.upstream.mcpspec import McpUpstream
 
-__all__ = ["check_http_capability", "check_http_upstream", "http_route", "http_upstream"]
+__all__ = [
+    "check_http_capability",
+    "check_http_upstream",
+    "check_mcp_capability",
+    "http_route",
+    "http_upstream",
+    "mcp_upstream",
+]
 
 _DOT_SEGMENTS = frozenset({".", ".."})
 _SEGMENT_TYPES = frozenset({"string", "integer"})
 
 
 def check_http_upstream(ctx: Ctx, upstream: LDict, parts: PathParts) -> None:
-    """`kind: http` upstreams; the `http` block anywhere else."""
+    """`kind: http` and `kind: mcp` upstreams; their blocks anywhere else."""
     kind = text(upstream, "kind", "grpc")
-    if kind != "http":
-        if "http" in upstream:
-            ctx.fail((*parts, "http"), "only used with kind: http")
+    for block in ("http", "mcp"):
+        if block in upstream and kind != block:
+            ctx.fail((*parts, block), f"only used with kind: {block}")
+    if kind not in ("http", "mcp"):
         return
     address = text(upstream, "address")
     if address.startswith("unix:") or ":" not in address or "/" in address:
-        ctx.fail((*parts, "address"), "a kind http upstream's address is host:port")
+        ctx.fail((*parts, "address"), f"a kind {kind} upstream's address is host:port")
     if "descriptor_set" in upstream:
-        ctx.fail((*parts, "descriptor_set"), "not used by http upstreams")
+        ctx.fail((*parts, "descriptor_set"), f"not used by {kind} upstreams")
     base = text(mapping(upstream.get("http")), "base_path")
     if any(segment in _DOT_SEGMENTS for segment in base.split("/")):
         ctx.fail((*parts, "http", "base_path"), "a . or .. segment is not allowed")
 
 
+def check_mcp_capability(ctx: Ctx, cap: LDict, parts: PathParts, kind: str) -> bool:
+    """The capability's `tool` against its upstream's kind; True when the upstream is of kind
+    mcp (the gRPC method checks then do not apply)."""
+    if kind != "mcp":
+        if "tool" in cap:
+            ctx.fail((*parts, "tool"), "only used with an upstream of kind: mcp")
+        return False
+    for key in ("method", "http"):
+        if key in cap:
+            ctx.fail((*parts, key), "mcp upstreams take tool instead")
+    if "tool" not in cap:
+        ctx.fail(parts, "tool is required for an mcp upstream")
+    return True
+
+
 def check_http_capability(ctx: Ctx, cap: LDict, parts: PathParts, kind: str) -> bool:
     """The capability's `http` block against its upstream's kind; True when the capability's
-    upstream is of kind http (the gRPC method checks then do not apply)."""
+    upstream is of kind http or mcp (the gRPC method checks then do not apply)."""
+    if check_mcp_capability(ctx, cap, parts, kind):
+        return True
     route = cap.get("http")
     if kind != "http":
         if route is not None:
@@ -113,4 +139,15 @@ def http_route(node: Any) -> HttpRoute | None:
         query=tuple(node.get("query", ())),
         body=node.get("body", default_body),
         contract_errors=frozenset(node.get("contract_errors", ())),
+    )
+
+
+def mcp_upstream(node: Any) -> McpUpstream | None:
+    """The `mcp` block of a checked upstream (None when absent: the defaults)."""
+    if not isinstance(node, Mapping):
+        return None
+    return McpUpstream(
+        path=node.get("path", "/mcp"),
+        protocol=node.get("protocol", "auto"),
+        headers=tuple((str(k), str(v)) for k, v in node.get("headers", {}).items()),
     )

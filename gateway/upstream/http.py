@@ -35,11 +35,12 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import logging
 import ssl
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 from urllib.parse import quote
 
 import httpx2
@@ -60,18 +61,27 @@ from gateway.upstream.state import (
 
 __all__ = [
     "MAX_PUBLIC_MESSAGE",
+    "USER_AGENT",
     "HttpCall",
     "HttpClients",
     "HttpRequest",
+    "SentTracker",
+    "answered",
     "create_client",
     "http_call",
     "map_response",
     "public_text",
     "request_for",
+    "transport_failure",
 ]
 
 MAX_PUBLIC_MESSAGE: Final = 500
 USER_AGENT: Final = "capgate/0.1"
+T = TypeVar("T")
+
+# httpx2 logs each request's URL at INFO, and a URL here carries input values (path segments
+# and query): never in logs (§12). Its warnings and errors are kept.
+logging.getLogger("httpx2").setLevel(logging.WARNING)
 _RETRYABLE: Final = frozenset({429, 503})
 _REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
 _SEGMENT_RULE: Final = "must be a non-empty string or integer other than . and .."
@@ -206,7 +216,7 @@ def map_response(
         try:
             return parse_strict(body, what="response body")
         except CapabilityError as err:
-            raise _answered(
+            raise answered(
                 CapabilityError(Code.OUTPUT_INVALID, reason=f"{reason}: {err.reason}"), tag
             ) from None
     if status in route.contract_errors:
@@ -217,30 +227,30 @@ def map_response(
             expose_to_model=True,
         )
         error.details["contract_reason"] = f"http_{status}"
-        raise _answered(error, tag)
+        raise answered(error, tag)
     if status in _RETRYABLE:
         error = CapabilityError(Code.UPSTREAM_UNAVAILABLE, reason=reason)
         after = _retry_after(headers)
         if after is not None:
             error.details[RETRY_AFTER_KEY] = after
-        raise _answered(error, tag)
-    raise _answered(CapabilityError(Code.EXECUTION_FAILED, reason=reason), tag)
+        raise answered(error, tag)
+    raise answered(CapabilityError(Code.EXECUTION_FAILED, reason=reason), tag)
 
 
-def _answered(error: CapabilityError, tag: str) -> CapabilityError:
+def answered(error: CapabilityError, tag: str) -> CapabilityError:
     error.details[UPSTREAM_STATUS_KEY] = tag
     if error.code is Code.OUTPUT_INVALID:
         error.executed = True
     return with_state(error, ExecutionState.COMPLETED)
 
 
-def _failed(code: Code, reason: str, *, sent: bool) -> CapabilityError:
+def transport_failure(code: Code, reason: str, *, sent: bool) -> CapabilityError:
     error = CapabilityError(code, reason=reason)
     error.details[UPSTREAM_STATUS_KEY] = "HTTP transport"
     return with_state(error, ExecutionState.UNKNOWN if sent else ExecutionState.NOT_STARTED)
 
 
-class _Sent:
+class SentTracker:
     """Learns from httpcore's trace events whether a request's headers started going out."""
 
     __slots__ = ("sent",)
@@ -290,15 +300,17 @@ class HttpCall:
                 headers[key] = value
         if request.body is not None:
             headers["content-type"] = "application/json"
-        sent = _Sent()
+        sent = SentTracker()
         try:
             async with asyncio.timeout(timeout):
                 return await self._exchange(request, headers, sent)
         except TimeoutError:
             reason = f"upstream {self._upstream}: deadline exceeded"
-            raise _failed(Code.TIMEOUT, reason, sent=sent.sent) from None
+            raise transport_failure(Code.TIMEOUT, reason, sent=sent.sent) from None
 
-    async def _exchange(self, request: HttpRequest, headers: httpx2.Headers, sent: _Sent) -> Any:
+    async def _exchange(
+        self, request: HttpRequest, headers: httpx2.Headers, sent: SentTracker
+    ) -> Any:
         url = httpx2.URL(self._origin + request.target)
         method, body = request.method, request.body
         for hop in range(self._max_redirects + 1):
@@ -316,16 +328,21 @@ class HttpCall:
             if _origin(target) != _origin(url):
                 reason = f"upstream {self._upstream}: redirect to another origin refused"
                 error = CapabilityError(Code.EXECUTION_FAILED, reason=reason)
-                raise _answered(error, "HTTP redirect")
+                raise answered(error, "HTTP redirect")
             url = target
             if status == 303:
                 method, body = "GET", None
                 headers.pop("content-type", None)
         reason = f"upstream {self._upstream}: redirect not followed (max_redirects)"
-        raise _answered(CapabilityError(Code.EXECUTION_FAILED, reason=reason), "HTTP redirect")
+        raise answered(CapabilityError(Code.EXECUTION_FAILED, reason=reason), "HTTP redirect")
 
     def _build(
-        self, method: str, url: httpx2.URL, headers: httpx2.Headers, body: bytes | None, sent: _Sent
+        self,
+        method: str,
+        url: httpx2.URL,
+        headers: httpx2.Headers,
+        body: bytes | None,
+        sent: SentTracker,
     ) -> httpx2.Request:
         try:
             return self._client.build_request(
@@ -337,10 +354,10 @@ class HttpCall:
             )
         except (httpx2.InvalidURL, ValueError, TypeError) as err:
             reason = f"upstream {self._upstream}: not sent: {type(err).__name__}"
-            raise _failed(Code.EXECUTION_FAILED, reason, sent=False) from err
+            raise transport_failure(Code.EXECUTION_FAILED, reason, sent=False) from err
 
     async def _send(
-        self, outgoing: httpx2.Request, sent: _Sent
+        self, outgoing: httpx2.Request, sent: SentTracker
     ) -> tuple[int, httpx2.Headers, bytes]:
         where = f"upstream {self._upstream}"
         try:
@@ -350,13 +367,14 @@ class HttpCall:
             finally:
                 await response.aclose()
         except httpx2.TimeoutException as err:
-            raise _failed(Code.TIMEOUT, f"{where}: {type(err).__name__}", sent=sent.sent) from err
+            reason = f"{where}: {type(err).__name__}"
+            raise transport_failure(Code.TIMEOUT, reason, sent=sent.sent) from err
         except (httpx2.LocalProtocolError, httpx2.UnsupportedProtocol) as err:
             reason = f"{where}: not sent: {type(err).__name__}"
-            raise _failed(Code.EXECUTION_FAILED, reason, sent=False) from err
+            raise transport_failure(Code.EXECUTION_FAILED, reason, sent=False) from err
         except httpx2.TransportError as err:
             reason = f"{where}: {type(err).__name__}"
-            raise _failed(Code.UPSTREAM_UNAVAILABLE, reason, sent=sent.sent) from err
+            raise transport_failure(Code.UPSTREAM_UNAVAILABLE, reason, sent=sent.sent) from err
         return response.status_code, response.headers, payload
 
     async def _read(self, response: httpx2.Response) -> bytes:
@@ -366,7 +384,7 @@ class HttpCall:
             size += len(chunk)
             if size > self._max_bytes:
                 reason = f"upstream {self._upstream}: response over max_response_bytes"
-                raise _answered(
+                raise answered(
                     CapabilityError(Code.OUTPUT_INVALID, reason=reason),
                     f"HTTP {response.status_code}",
                 )
@@ -409,6 +427,7 @@ class HttpClients:
     def __init__(self) -> None:
         self._clients: dict[str, tuple[Upstream, httpx2.AsyncClient]] = {}
         self._retired: list[httpx2.AsyncClient] = []
+        self._shared: dict[str, tuple[Upstream, Any]] = {}
 
     def client(self, upstream: Upstream) -> httpx2.AsyncClient:
         known = self._clients.get(upstream.name)
@@ -420,7 +439,19 @@ class HttpClients:
         self._clients[upstream.name] = (upstream, client)
         return client
 
+    def shared(self, upstream: Upstream, make: Callable[[httpx2.AsyncClient], T]) -> T:
+        """One object per upstream on its client (an MCP upstream's session), made by `make`
+        and kept while the upstream's settings stay the same."""
+        known = self._shared.get(upstream.name)
+        client = self.client(upstream)
+        if known is not None and known[0] == upstream:
+            return known[1]  # type: ignore[no-any-return]
+        made = make(client)
+        self._shared[upstream.name] = (upstream, made)
+        return made
+
     async def close(self) -> None:
+        self._shared = {}
         clients = [c for _, c in self._clients.values()] + self._retired
         self._clients, self._retired = {}, []
         for client in clients:

@@ -4,6 +4,7 @@ snapshot: their input and output schemas, the prepared call, and the name bound 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -13,11 +14,15 @@ from gateway.settings import Upstream
 from gateway.upstream.call import UpstreamCall
 from gateway.upstream.errors import UpstreamConfigError
 from gateway.upstream.http import http_call
+from gateway.upstream.mcpcall import McpToolCall, load_tool, plain_schema, schema_problems
+from gateway.upstream.mcpclient import McpClient
 
 if TYPE_CHECKING:
     from gateway.upstream.channels import ChannelPool
 
-__all__ = ["Target", "prepare_target"]
+__all__ = ["LOAD_TIMEOUT_S", "Target", "prepare_target"]
+
+LOAD_TIMEOUT_S = 10.0  # listing an MCP server's tools at load
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,4 +43,34 @@ async def prepare_target(
             raise UpstreamConfigError("an http upstream needs http and input_schema")
         call = http_call(pool.http, upstream, cap.http)
         return Target(cap, cap.input_schema, call, call.full_method)
+    if upstream.kind == "mcp" and cap.tool is not None:
+        return await _mcp_target(cap, upstream, pool, connect=connect)
     raise UpstreamConfigError(f"kind {upstream.kind} is not served over HTTP")
+
+
+async def _mcp_target(
+    cap: Capability, upstream: Upstream, pool: ChannelPool, *, connect: bool
+) -> Target | None:
+    """The tool as the server lists it now: its schemas unless the config gives them."""
+    assert cap.tool is not None
+    client = pool.http.shared(upstream, lambda http: McpClient(http, upstream))
+    if not connect:
+        return None
+    tool, generation = await load_tool(client, cap.tool, timeout_s=LOAD_TIMEOUT_S)
+    input_schema = cap.input_schema
+    if input_schema is None:
+        input_schema = _checked(tool.get("inputSchema"), f"tool {cap.tool} inputSchema")
+    output_schema = cap.output_schema
+    if output_schema is None and tool.get("outputSchema") is not None:
+        output_schema = _checked(tool.get("outputSchema"), f"tool {cap.tool} outputSchema")
+    found = dataclasses.replace(cap, input_schema=input_schema, output_schema=output_schema)
+    call = McpToolCall(client, tool, generation)
+    return Target(found, input_schema, call, call.full_method)
+
+
+def _checked(schema: Any, what: str) -> Mapping[str, Any]:
+    problems = schema_problems(schema, what)
+    if problems:
+        raise UpstreamConfigError("; ".join(problems[:5]))
+    assert isinstance(schema, Mapping)
+    return plain_schema(schema)

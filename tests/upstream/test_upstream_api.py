@@ -10,6 +10,7 @@ import pytest
 
 from gateway.upstream.call import GrpcMethodCall, ProcedureCall
 from gateway.upstream.http import HttpCall
+from gateway.upstream.mcpcall import McpToolCall
 
 PUBLIC = {
     "call": [
@@ -63,17 +64,32 @@ PUBLIC = {
     "transcode": ["MessageCodec"],
     "http": [
         "MAX_PUBLIC_MESSAGE",
+        "USER_AGENT",
         "HttpCall",
         "HttpClients",
         "HttpRequest",
+        "SentTracker",
+        "answered",
         "create_client",
         "http_call",
         "map_response",
         "public_text",
         "request_for",
+        "transport_failure",
     ],
     "httpspec": ["BODY_METHODS", "HttpRoute", "HttpUpstream", "PathPart", "parse_template"],
-    "targets": ["Target", "prepare_target"],
+    "targets": ["LOAD_TIMEOUT_S", "Target", "prepare_target"],
+    "mcpspec": ["HANDSHAKE_VERSIONS", "STATELESS_VERSION", "McpUpstream", "Protocol"],
+    "mcpclient": ["CLIENT_INFO", "McpClient", "McpProtocolError"],
+    "mcpcall": [
+        "UNSUPPORTED_KEYWORDS",
+        "McpToolCall",
+        "find_tool",
+        "load_tool",
+        "plain_schema",
+        "schema_problems",
+        "tool_output",
+    ],
     "wellknown": ["Decode", "Encode", "FieldError", "WRAPPERS", "wkt_codec"],
 }
 
@@ -126,7 +142,7 @@ def test_signatures_callers_rely_on(module: str, name: str) -> None:
 
 
 def test_an_upstream_call_takes_json_a_timeout_and_metadata() -> None:
-    for cls in (GrpcMethodCall, ProcedureCall, HttpCall):
+    for cls in (GrpcMethodCall, ProcedureCall, HttpCall, McpToolCall):
         assert str(inspect.signature(cls.__call__)) == (
             "(self, input_value: 'Any', *, timeout: 'float', metadata: 'Metadata' = ()) -> 'Any'"
         )

@@ -1,0 +1,343 @@
+"""A client of one MCP server over Streamable HTTP, in either protocol era (docs/upstreams.md).
+
+- Stateless era (`2026-07-28`): every request stands alone — `params._meta` carries the version
+  and the client capabilities, the headers repeat the version, the method (`Mcp-Method`) and a
+  tool call's name (`Mcp-Name`). Nothing is kept between requests.
+- Handshake era (`2025-11-25`, `2025-06-18`, `2025-03-26`): `initialize` once per upstream,
+  then `notifications/initialized`; later requests carry the `Mcp-Session-Id` and the
+  negotiated `MCP-Protocol-Version`. The session is pooled: every call to the upstream shares
+  it. A `404` for the session means the server forgot it (the request was not processed), so
+  the client makes a new session and sends the request again, once.
+- `protocol: auto` sends `server/discover` in the stateless era first and keeps that era when
+  the server lists `2026-07-28`; anything else falls back to `initialize`.
+
+An answer is `application/json` or a `text/event-stream` whose events are read until the
+response with the request's id (bounded by `max_response_bytes`). A
+`notifications/tools/list_changed` seen in a stream starts a new tool-list `generation`.
+Transport failures raise the governed errors of `gateway.upstream.http` (the same table);
+a JSON-RPC error response raises `McpProtocolError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Mapping
+from typing import Any, Final
+
+import httpx2
+import orjson
+
+from gateway.errors import CapabilityError, Code
+from gateway.jsonvalue import parse_strict
+from gateway.settings import Upstream
+from gateway.upstream.http import USER_AGENT, SentTracker, answered, transport_failure
+from gateway.upstream.mcpspec import HANDSHAKE_VERSIONS, STATELESS_VERSION, McpUpstream
+from gateway.upstream.state import ExecutionState, with_state
+
+__all__ = ["CLIENT_INFO", "McpClient", "McpProtocolError"]
+
+CLIENT_INFO: Final = {"name": "capgate", "version": "0.1"}
+_VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
+_CAPABILITIES_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
+_CLIENT_INFO_KEY: Final = "io.modelcontextprotocol/clientInfo"
+_LIST_CHANGED: Final = "notifications/tools/list_changed"
+_RETRYABLE: Final = frozenset({429, 503})
+_MAX_TOOL_PAGES: Final = 100
+
+
+class McpProtocolError(Exception):
+    """A JSON-RPC error response (`code`, `message`); the message is the server's, not public."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(f"JSON-RPC error {code}: {message[:200]}")
+        self.code = code
+
+
+class _SessionGone(Exception):
+    """The handshake-era session is unknown to the server (404): make a new one."""
+
+
+class McpClient:
+    """One upstream's MCP client; shared by every call to it (the session is pooled)."""
+
+    def __init__(self, client: httpx2.AsyncClient, upstream: Upstream) -> None:
+        spec = upstream.mcp or McpUpstream()
+        self.upstream = upstream.name
+        self._client = client
+        self._url = f"{'https' if upstream.tls else 'http'}://{upstream.address}{spec.path}"
+        self._protocol = spec.protocol
+        self._max_bytes = upstream.max_response_bytes
+        self._headers = httpx2.Headers(
+            [("user-agent", USER_AGENT), ("accept", "application/json, text/event-stream")]
+        )
+        self._headers.update(dict(spec.headers))
+        self._ids = itertools.count(1)
+        self._lock = asyncio.Lock()
+        self.era: str | None = None  # "stateless" or "handshake", once known
+        self.version = ""
+        self._session_id: str | None = None
+        # Counts the tools/list_changed notifications seen; a tool list is of one generation.
+        self.generation = 0
+        self._tools: tuple[int, list[dict[str, Any]]] | None = None
+
+    # -- the two calls capgate makes ---------------------------------------------------------
+
+    async def list_tools(self, *, sent: SentTracker | None = None) -> list[dict[str, Any]]:
+        """Every tool the server lists (all pages)."""
+        tools: list[dict[str, Any]] = []
+        cursor: str | None = None
+        for _ in range(_MAX_TOOL_PAGES):
+            params = {"cursor": cursor} if cursor else {}
+            result = await self.request("tools/list", params, sent=sent or SentTracker())
+            page = result.get("tools")
+            if not isinstance(page, list):
+                raise self._invalid("tools/list result without a tools list")
+            tools += [t for t in page if isinstance(t, dict)]
+            cursor = result.get("nextCursor") if isinstance(result.get("nextCursor"), str) else None
+            if not cursor:
+                return tools
+        raise self._invalid("tools/list has more than 100 pages")
+
+    async def current_tools(self, *, refresh: bool = False) -> tuple[list[dict[str, Any]], int]:
+        """The tool list of the current generation (listed again after list_changed, or when
+        `refresh`), and that generation."""
+        if not refresh and self._tools is not None and self._tools[0] == self.generation:
+            return self._tools[1], self._tools[0]
+        generation = self.generation
+        tools = await self.list_tools()
+        self._tools = (generation, tools)
+        return tools, generation
+
+    async def call_tool(
+        self, name: str, arguments: Any, *, sent: SentTracker, headers: Mapping[str, str]
+    ) -> dict[str, Any]:
+        """The `tools/call` result (isError and all); protocol errors raise."""
+        params = {"name": name, "arguments": arguments}
+        return await self.request("tools/call", params, sent=sent, extra=headers)
+
+    # -- requests ----------------------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        params: dict[str, Any],
+        *,
+        sent: SentTracker,
+        extra: Mapping[str, str] = {},
+    ) -> dict[str, Any]:
+        """One JSON-RPC request in the server's era; the `result` object. A failure while the
+        session is set up is NOT_STARTED: the request itself never went out."""
+        try:
+            await self._ready()
+        except CapabilityError as err:
+            raise with_state(err, ExecutionState.NOT_STARTED) from None
+        try:
+            return await self._request(method, params, sent, extra)
+        except _SessionGone:
+            try:
+                async with self._lock:
+                    self._session_id = None
+                    await self._handshake()
+            except CapabilityError as err:
+                raise with_state(err, ExecutionState.NOT_STARTED) from None
+            try:
+                return await self._request(method, params, sent, extra)
+            except _SessionGone:
+                raise transport_failure(
+                    Code.UPSTREAM_UNAVAILABLE,
+                    f"upstream {self.upstream}: the MCP session was refused again",
+                    sent=False,
+                ) from None
+
+    async def _ready(self) -> None:
+        if self.era == "stateless" or self._session_id is not None:
+            return
+        async with self._lock:
+            if self.era == "stateless" or self._session_id is not None:
+                return
+            if self._protocol == STATELESS_VERSION or (
+                self._protocol == "auto" and await self._discover()
+            ):
+                self.era, self.version = "stateless", STATELESS_VERSION
+            else:
+                await self._handshake()
+
+    async def _discover(self) -> bool:
+        """server/discover in the stateless era: does the server speak it?"""
+        message = self._message("server/discover", {}, stateless=True)
+        headers = self._stateless_headers("server/discover", {})
+        status, _, body = await self._post(message, headers, SentTracker())
+        if status != 200:
+            return False
+        try:
+            result = _result_of(body, message["id"], self)
+        except (McpProtocolError, CapabilityError):
+            return False
+        versions = result.get("supportedVersions")
+        return isinstance(versions, list) and STATELESS_VERSION in versions
+
+    async def _handshake(self) -> None:
+        offered = self._protocol if self._protocol in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[0]
+        params = {"protocolVersion": offered, "capabilities": {}, "clientInfo": CLIENT_INFO}
+        message = self._message("initialize", params, stateless=False)
+        status, headers, body = await self._post(message, httpx2.Headers(), SentTracker())
+        if status != 200:
+            raise self._unavailable(f"initialize answered HTTP {status}")
+        result = _result_of(body, message["id"], self)
+        version = result.get("protocolVersion")
+        if version not in HANDSHAKE_VERSIONS:
+            raise self._unavailable("initialize negotiated a version capgate does not speak")
+        self.era, self.version = "handshake", str(version)
+        self._session_id = headers.get("mcp-session-id")
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        await self._post(note, self._session_headers(), SentTracker())
+
+    async def _request(
+        self, method: str, params: dict[str, Any], sent: SentTracker, extra: Mapping[str, str]
+    ) -> dict[str, Any]:
+        stateless = self.era == "stateless"
+        message = self._message(method, params, stateless=stateless)
+        headers = self._stateless_headers(method, params) if stateless else self._session_headers()
+        headers.update(extra)
+        status, _, body = await self._post(message, headers, sent)
+        if status == 404 and not stateless and self._session_id is not None:
+            raise _SessionGone
+        if status in _RETRYABLE:
+            error = CapabilityError(
+                Code.UPSTREAM_UNAVAILABLE, reason=f"upstream {self.upstream}: HTTP {status}"
+            )
+            raise answered(error, f"HTTP {status}")
+        if status != 200:
+            reason = f"upstream {self.upstream}: {method} answered HTTP {status}"
+            raise answered(CapabilityError(Code.EXECUTION_FAILED, reason=reason), f"HTTP {status}")
+        return _result_of(body, message["id"], self)
+
+    def _message(self, method: str, params: dict[str, Any], *, stateless: bool) -> dict[str, Any]:
+        if stateless:
+            meta = {
+                _VERSION_KEY: STATELESS_VERSION,
+                _CAPABILITIES_KEY: {},
+                _CLIENT_INFO_KEY: CLIENT_INFO,
+            }
+            params = {**params, "_meta": {**params.get("_meta", {}), **meta}}
+        return {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
+
+    def _stateless_headers(self, method: str, params: Mapping[str, Any]) -> httpx2.Headers:
+        headers = httpx2.Headers({"mcp-protocol-version": STATELESS_VERSION, "mcp-method": method})
+        name = params.get("name")
+        if method == "tools/call" and isinstance(name, str):
+            headers["mcp-name"] = name if name.isascii() and name.isprintable() else ""
+        return headers
+
+    def _session_headers(self) -> httpx2.Headers:
+        headers = httpx2.Headers({"mcp-protocol-version": self.version})
+        if self._session_id:
+            headers["mcp-session-id"] = self._session_id
+        return headers
+
+    async def _post(
+        self, message: Mapping[str, Any], headers: httpx2.Headers, sent: SentTracker
+    ) -> tuple[int, httpx2.Headers, bytes]:
+        """POST one message; (status, headers, the JSON of the answer: the JSON body, or the
+        data of the SSE event that answers the message's id, else b'')."""
+        all_headers = self._headers.copy()
+        all_headers.update(headers)
+        all_headers["content-type"] = "application/json"
+        where = f"upstream {self.upstream}"
+        try:
+            request = self._client.build_request(
+                "POST",
+                self._url,
+                headers=all_headers,
+                content=orjson.dumps(message),
+                extensions={"trace": sent},
+            )
+            response = await self._client.send(request, stream=True)
+            try:
+                body = await self._read(response, message.get("id"))
+            finally:
+                await response.aclose()
+        except httpx2.TimeoutException as err:
+            reason = f"{where}: {type(err).__name__}"
+            raise transport_failure(Code.TIMEOUT, reason, sent=sent.sent) from err
+        except (httpx2.LocalProtocolError, httpx2.UnsupportedProtocol, httpx2.InvalidURL) as err:
+            reason = f"{where}: not sent: {type(err).__name__}"
+            raise transport_failure(Code.EXECUTION_FAILED, reason, sent=False) from err
+        except httpx2.TransportError as err:
+            reason = f"{where}: {type(err).__name__}"
+            raise transport_failure(Code.UPSTREAM_UNAVAILABLE, reason, sent=sent.sent) from err
+        return response.status_code, response.headers, body
+
+    async def _read(self, response: httpx2.Response, request_id: Any) -> bytes:
+        content_type = response.headers.get("content-type", "").split(";", 1)[0].strip()
+        size = 0
+        if content_type != "text/event-stream":
+            chunks = []
+            async for chunk in response.aiter_raw():
+                size += len(chunk)
+                if size > self._max_bytes:
+                    raise self._too_large()
+                chunks.append(chunk)
+            return b"".join(chunks)
+        data: list[str] = []
+        async for line in response.aiter_lines():
+            size += len(line) + 1
+            if size > self._max_bytes:
+                raise self._too_large()
+            if line.startswith("data:"):
+                data.append(line[5:].removeprefix(" "))
+            elif not line and data:
+                event, data = "\n".join(data).encode(), []
+                if self._answers(event, request_id):
+                    return event
+        if data and self._answers("\n".join(data).encode(), request_id):
+            return "\n".join(data).encode()
+        return b""
+
+    def _answers(self, event: bytes, request_id: Any) -> bool:
+        """Whether an SSE event is the response to `request_id` (notes list_changed)."""
+        try:
+            message = orjson.loads(event)
+        except orjson.JSONDecodeError:
+            return False
+        if not isinstance(message, dict):
+            return False
+        if message.get("method") == _LIST_CHANGED:
+            self.generation += 1
+        return "id" in message and message.get("id") == request_id and "method" not in message
+
+    def _too_large(self) -> CapabilityError:
+        reason = f"upstream {self.upstream}: answer over max_response_bytes"
+        return answered(CapabilityError(Code.OUTPUT_INVALID, reason=reason), "MCP answer")
+
+    def _invalid(self, what: str) -> CapabilityError:
+        reason = f"upstream {self.upstream}: {what}"
+        return answered(CapabilityError(Code.EXECUTION_FAILED, reason=reason), "MCP answer")
+
+    def _unavailable(self, what: str) -> CapabilityError:
+        reason = f"upstream {self.upstream}: {what}"
+        return transport_failure(Code.UPSTREAM_UNAVAILABLE, reason, sent=False)
+
+
+def _result_of(body: bytes, request_id: Any, client: McpClient) -> dict[str, Any]:
+    """The `result` of the JSON-RPC response in `body` (strict JSON); errors raise."""
+    if not body:
+        raise client._invalid("no JSON-RPC response")
+    try:
+        message = parse_strict(body, what="MCP response")
+    except CapabilityError:
+        raise client._invalid("the response is not strict JSON") from None
+    if not isinstance(message, dict) or message.get("id") != request_id:
+        raise client._invalid("not the JSON-RPC response to the request")
+    error = message.get("error")
+    if isinstance(error, dict):
+        code = error.get("code")
+        text = error.get("message")
+        raise McpProtocolError(
+            code if isinstance(code, int) else 0, text if isinstance(text, str) else ""
+        )
+    result = message.get("result")
+    if not isinstance(result, dict):
+        raise client._invalid("a JSON-RPC response without a result object")
+    return result
