@@ -3,6 +3,8 @@ book's merge order, visibility and filters, durations."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from capgate.v1 import types_pb2
@@ -15,6 +17,7 @@ from gateway.inbox.settings import ServiceToken
 from gateway.inbox.web import safe_next
 from gateway.model import Actor
 from gateway.settings import JwtAuth, JwtKey
+from tests.inbox.browserkit import chromium
 
 SECRET = b"s" * 32
 BOB = Actor(id="bob", kind="user", issuer="idp", roles=("manager",))
@@ -185,3 +188,15 @@ def test_who_may_decide_is_said_naming_what_is_missing() -> None:
     )
     assert views.decision_block(approval, bob, self_approval_refused=False) == ""
     assert views.asking(approval.requester) == "an agent"
+
+
+def test_a_missing_browser_fails_the_browser_test_and_says_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Outside CI as well: a browser test must never pass by skipping itself.
+    monkeypatch.delenv("CI", raising=False)
+    missing = chromium(tmp_path / "chromium", tmp_path / "chromedriver")
+    with pytest.raises(pytest.fail.Exception) as failed:
+        next(missing)
+    assert "make browser" in str(failed.value)
+    assert "scripts/install_browser.sh" in str(failed.value)
