@@ -200,6 +200,10 @@ def gateway_config(
         _capability(
             "bench.approve", [], approval={"required": True, "approvers": {"roles": ["approver"]}}
         ),
+        # The result cache (docs/cache.md), as bench.p3 but a read: every call after the first
+        # is a hit; with a 1ms TTL nearly every call misses, then stores (lookup + store).
+        _capability("bench.cached", THREE, side_effect="read", cache={"ttl": "10m"}),
+        _capability("bench.cached_miss", THREE, side_effect="read", cache={"ttl": "1ms"}),
     ]
     capabilities += [
         _capability(f"bench.catalog.c{i:03d}", ["catalog-visibility"]) for i in range(CATALOG_SIZE)

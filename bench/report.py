@@ -8,6 +8,8 @@ from typing import Any
 BUDGETS = {
     "governed_vs_proxy_p50": ("<=", 1.25),
     "governed_vs_proxy_throughput": (">=", 0.8),
+    # Gateway CPU per governed call / the bare proxy's, at the throughput level (issue 21).
+    "governed_vs_proxy_cpu": ("<=", 1.6),
     "policy_eval_us_10": ("<=", 150.0),
     "check_vs_opa_p50": ("<=", 1.0),
 }
@@ -28,6 +30,8 @@ DESCRIPTIONS = {
     "governed_p3": "Invoke, 3 policies, JWT (cached), validation, audit → Redis (batched)",
     "governed_p10": "Invoke, 10 policies, JWT (cached), validation, audit → Redis (batched)",
     "governed_p3_local": "Invoke, 3 policies, trusted-local over a unix socket",
+    "cache_hit_p3": "Invoke, 3 policies, a read answered from the result cache",
+    "cache_miss_p3": "Invoke, 3 policies, a read the cache misses (1ms TTL), then stores",
     "audit_off_p3": "Invoke, 3 policies, no audit sink",
     "audit_strict_p3": "Invoke, 3 policies, strict audit (awaits capability.started in Redis)",
     "check": "Check alone (stages 3-7, 3 policies)",
@@ -56,6 +60,19 @@ def _fig(scenarios: dict[str, Any], name: str, level: int, key: str) -> float | 
         return None
     value = row.get(key)
     return float(value) if value is not None else None
+
+
+def _cache_lines(cache: dict[str, Any]) -> list[str]:
+    """The result cache's hit and miss beside each other (docs/cache.md), per concurrency."""
+    return [
+        f"- result cache, {level} in flight: hit p50 {_cell(c['hit_p50_ms'])} ms / "
+        f"{_cell(c['hit_calls_per_s'], 0)} calls/s, miss p50 {_cell(c['miss_p50_ms'])} ms / "
+        f"{_cell(c['miss_calls_per_s'], 0)} calls/s (hit/miss p50 x{_cell(c['hit_vs_miss_p50'])}, "
+        f"calls/s x{_cell(c['hit_vs_miss_calls_per_s'])}; hit/uncached p50 "
+        f"x{_cell(c['hit_vs_uncached_p50'])}, "
+        f"miss/uncached p50 x{_cell(c['miss_vs_uncached_p50'])})"
+        for level, c in cache.items()
+    ]
 
 
 def build(raw: dict[str, Any]) -> dict[str, Any]:
@@ -90,6 +107,29 @@ def build(raw: dict[str, Any]) -> dict[str, Any]:
     for mode in ("best_effort", "strict"):
         audit[mode]["p50_vs_off"] = _ratio(audit[mode]["p50_ms"], off["p50_ms"])
         audit[mode]["throughput_vs_off"] = _ratio(audit[mode]["calls_per_s"], off["calls_per_s"])
+    cache = {
+        str(lvl): {
+            "hit_p50_ms": _fig(sc, "cache_hit_p3", lvl, "p50_ms"),
+            "miss_p50_ms": _fig(sc, "cache_miss_p3", lvl, "p50_ms"),
+            "hit_calls_per_s": _fig(sc, "cache_hit_p3", lvl, "calls_per_s"),
+            "miss_calls_per_s": _fig(sc, "cache_miss_p3", lvl, "calls_per_s"),
+            "hit_vs_miss_p50": _ratio(
+                _fig(sc, "cache_hit_p3", lvl, "p50_ms"), _fig(sc, "cache_miss_p3", lvl, "p50_ms")
+            ),
+            "hit_vs_uncached_p50": _ratio(
+                _fig(sc, "cache_hit_p3", lvl, "p50_ms"), _fig(sc, "governed_p3", lvl, "p50_ms")
+            ),
+            "hit_vs_miss_calls_per_s": _ratio(
+                _fig(sc, "cache_hit_p3", lvl, "calls_per_s"),
+                _fig(sc, "cache_miss_p3", lvl, "calls_per_s"),
+            ),
+            "miss_vs_uncached_p50": _ratio(
+                _fig(sc, "cache_miss_p3", lvl, "p50_ms"), _fig(sc, "governed_p3", lvl, "p50_ms")
+            ),
+        }
+        for lvl in levels
+        if "cache_hit_p3" in sc
+    }
     workers = {
         "workers_1_calls_per_s": _fig(sc, "workers_1", thr_level, "calls_per_s"),
         "workers_2_calls_per_s": _fig(sc, "workers_2", thr_level, "calls_per_s"),
@@ -121,6 +161,10 @@ def build(raw: dict[str, Any]) -> dict[str, Any]:
         "governed_vs_proxy_throughput": thr[thr_level],
         "governed_vs_proxy_throughput_concurrency": thr_level,
         "governed_vs_proxy_throughput_by_concurrency": {str(k): v for k, v in thr.items()},
+        "governed_vs_proxy_cpu": _ratio(
+            _fig(sc, "governed_p3", thr_level, "server_cpu_us"),
+            _fig(sc, "proxy", thr_level, "server_cpu_us"),
+        ),
         "governed_vs_proxy_cpu_by_concurrency": {
             str(lvl): _ratio(
                 _fig(sc, "governed_p3", lvl, "server_cpu_us"),
@@ -154,6 +198,7 @@ def build(raw: dict[str, Any]) -> dict[str, Any]:
             _fig(sc, "governed_p3", lat_level, "p50_ms"), _fig(sc, "proxy", lat_level, "p50_ms")
         ),
         "audit_cost": audit,
+        "result_cache": cache,
         "approval_path_ms": _fig(sc, "approval", lat_level, "p50_ms"),
         "workers_scaling": workers,
         "check_vs_opa": check_vs_opa,
@@ -205,6 +250,7 @@ def _budgets(report: dict[str, Any]) -> list[dict[str, Any]]:
     values = {
         "governed_vs_proxy_p50": report["governed_vs_proxy_p50"],
         "governed_vs_proxy_throughput": report["governed_vs_proxy_throughput"],
+        "governed_vs_proxy_cpu": report["governed_vs_proxy_cpu"],
         "policy_eval_us_10": report["policy_eval_us_10"],
         "check_vs_opa_p50": report["check_vs_opa"].get("p50_ratio"),
     }
@@ -290,6 +336,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"x{_cell(a['strict']['p50_vs_off'])} p50, "
         f"x{_cell(a['strict']['throughput_vs_off'])} calls/s",
         f"- approval path (invoke → approve → resume) p50: {_cell(report['approval_path_ms'])} ms",
+        *_cache_lines(report.get("result_cache") or {}),
         f"- workers: 1 → {_cell(w['workers_1_calls_per_s'], 0)} calls/s, 2 → "
         f"{_cell(w['workers_2_calls_per_s'], 0)} calls/s (x{_cell(w['ratio'])})",
         f"- 10 policies in-process: {_cell(report['policy_eval_us_10'], 1)} µs per request "

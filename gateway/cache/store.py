@@ -25,9 +25,9 @@ import asyncio
 import hashlib
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -80,6 +80,11 @@ class Found:
     value: bytes | None = None
 
 
+def _discard(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: a late failure is not logged as never retrieved
+
+
 def cache_key(secret: str) -> bytes:
     """The AES-256 key of a configured `cache.key`."""
     return hashlib.sha256(b"capgate-cache\x00" + secret.encode()).digest()
@@ -119,9 +124,7 @@ class ResultCache:
 
     async def get(self, capability_id: str, key: str) -> Found:
         try:
-            async with asyncio.timeout(self._timeout_s):
-                with mapped_errors():
-                    sealed = await self._redis.get(key)
+            sealed = await self._bounded(self._redis.get(key))
         except (RedisUnavailable, TimeoutError) as exc:
             log.debug("cache lookup of %s uncached: %s", capability_id, type(exc).__name__)
             return Found("unavailable")
@@ -139,18 +142,31 @@ class ResultCache:
         now_ms = int(self._clock() * 1000)
         ttl_ms = max(1, int(ttl_s * 1000))
         try:
-            async with asyncio.timeout(self._timeout_s):
-                with mapped_errors():
-                    evicted = await self._store(
-                        keys=[key, f"{self._tag(capability_id)}:index"],
-                        args=[sealed, ttl_ms, now_ms, self._max_entries],
-                    )
+            evicted = await self._bounded(
+                self._store(
+                    keys=[key, f"{self._tag(capability_id)}:index"],
+                    args=[sealed, ttl_ms, now_ms, self._max_entries],
+                )
+            )
         except (RedisUnavailable, TimeoutError) as exc:
             log.debug("cache store of %s skipped: %s", capability_id, type(exc).__name__)
             return False
         if isinstance(evicted, int) and evicted > 0:
             metrics.cache_evictions.add((capability_id,), float(evicted))
         return True
+
+    async def _bounded(self, command: Awaitable[Any]) -> Any:
+        """The command's answer, or TimeoutError after `timeout_s`. A late command is not
+        cancelled: redis-py drops a connection whose command was cancelled, and under load
+        that churn would slow every Redis user of the process. It finishes in the background
+        (bounded by the client's 2 s operation timeout) and its answer is discarded."""
+        task = asyncio.ensure_future(command)
+        done, _ = await asyncio.wait((task,), timeout=self._timeout_s)
+        if not done:
+            task.add_done_callback(_discard)
+            raise TimeoutError
+        with mapped_errors():
+            return task.result()
 
     async def purge(self, capability_id: str) -> int:
         """Delete every entry of a capability (all revisions); the number deleted. Raises

@@ -36,6 +36,8 @@ SCENARIOS = (
     "governed_p3",
     "governed_p10",
     "governed_p3_local",
+    "cache_hit_p3",
+    "cache_miss_p3",
     "audit_off_p3",
     "audit_strict_p3",
     "check",
