@@ -1,7 +1,8 @@
 """The main job: `make demo`. Starts the example upstream, the gateway (with the embedded Redis
 when no URL is configured) and runs a scripted client through every kind of outcome: completed,
 redacted, denied, concealed, invalid input, timeout, and the approval flow with a self-approval
-refused, and the same governance over MCP (Streamable HTTP). Exits 0 when every step behaved as
+refused, and the same governance over MCP (Streamable HTTP); then an existing MCP server
+(examples/mcp_upstream) governed with a policy and an approval. Exits 0 when every step behaved as
 documented. `DEMO_HOLD=1` keeps everything running
 and prints the addresses and a caller credential.
 """
@@ -27,6 +28,7 @@ import jwt
 import orjson
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc, types_pb2
+from examples.mcp_upstream.server import serve as serve_desk
 from examples.orders.server import serve as serve_orders
 from gateway.inbox.server import start_inbox
 from gateway.inbox.settings import AdminConnection, InboxSettings, ServiceToken
@@ -327,6 +329,95 @@ async def mcp_script(demo: Demo, url: str) -> None:
             demo.failures.append(title)
 
 
+DESK_CONFIG = ROOT / "examples" / "mcp_upstream" / "gateway.yaml"
+
+
+async def desk_script(secret: str, run_dir: Path) -> list[str]:
+    """capgate in front of an existing MCP server (examples/mcp_upstream, the official MCP SDK):
+    a second gateway whose capabilities are the server's tools, with a policy on a tool's
+    argument and an approval resumed into exactly one tool call. Returns the failed steps."""
+    desk = await serve_desk()
+    desk_dir = run_dir / "desk"
+    desk_dir.mkdir()
+    ready = desk_dir / "ready.json"
+    env = {
+        **os.environ,
+        "CAPGATE_DEMO_JWT_SECRET": secret,
+        "CAPGATE_RUN_DIR": str(desk_dir),
+        "CAPGATE_DESK_ADDR": desk.address,
+    }
+    log = open(desk_dir / "gateway.log", "wb")  # noqa: SIM115
+    command = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(DESK_CONFIG)]
+    gateway = subprocess.Popen(
+        [*command, "--ready-file", str(ready)], env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            if gateway.poll() is not None or time.monotonic() > deadline:
+                print((desk_dir / "gateway.log").read_text()[-4000:], file=sys.stderr)
+                return ["the MCP-upstream gateway did not start"]
+            await asyncio.sleep(0.1)
+        ports = json.loads(ready.read_text())["ports"]
+        print(
+            f"\nAn existing MCP server governed (kind: mcp): the support desk at "
+            f"http://{desk.address}/mcp behind capgate 127.0.0.1:{ports['agents']}"
+        )
+        demo = Demo(secret, ports, "")
+        found = await demo.invoke(ALICE, "desk.search", {"query": "printer"})
+        demo.expect("desk.search (tool search_tickets) completes, email masked", found, "completed")
+        demo.expect(
+            "a policy on the tool's argument: limit 50 is denied before the server sees it",
+            await demo.invoke(ALICE, "desk.search", {"query": "a", "limit": 50}),
+            "failed",
+            "POLICY_DENIED",
+        )
+        asked = await demo.invoke(ALICE, "desk.close", {"ticket_id": "T-1", "reason": "fixed"})
+        demo.expect("desk.close (tool close_ticket) needs an approval", asked, "approval_required")
+        if asked.WhichOneof("outcome") == "approval_required":
+            approval = asked.approval_required.approval
+            decided = await admin_pb2_grpc.ApprovalAdminStub(demo.admin).DecideApproval(
+                admin_pb2.DecideApprovalRequest(
+                    approval_id=approval.id,
+                    verdict=admin_pb2.VERDICT_APPROVE,
+                    note="ticket is fixed",
+                    input_hash=approval.input_hash,
+                ),
+                metadata=demo.md(*BOB, audience="capgate-admin"),
+            )
+            print(f"  bob approves: {'error' if decided.HasField('error') else 'approved'}")
+            stub = gateway_pb2_grpc.CapabilityGatewayStub(demo.agents)
+            for attempt in ("resumed into the tool call", "resumed again: the stored result"):
+                demo.expect(
+                    f"desk.close {attempt}",
+                    await stub.Resume(
+                        gateway_pb2.ResumeRequest(approval_id=approval.id),
+                        metadata=demo.md(*ALICE),
+                        timeout=10,
+                    ),
+                    "completed",
+                )
+        once = desk.calls["close_ticket"] == 1 and desk.calls["search_tickets"] == 1
+        print(
+            f"  [{'ok ' if once else 'BAD'}] the MCP server ran close_ticket "
+            f"{desk.calls['close_ticket']} time(s) and search_tickets "
+            f"{desk.calls['search_tickets']} time(s)"
+        )
+        if not once:
+            demo.failures.append("desk call counts")
+        await demo.agents.close()
+        await demo.admin.close()
+        return demo.failures
+    finally:
+        gateway.send_signal(signal.SIGTERM)
+        try:
+            gateway.wait(15)
+        except subprocess.TimeoutExpired:
+            gateway.kill()
+        await desk.stop()
+        log.close()
+
+
 async def hold_inbox(demo: Demo) -> Any:
     """DEMO_HOLD=1: serve the approver inbox (as the allow-listed capgate-inbox identity) and
     leave one refund waiting in it for a manager."""
@@ -448,6 +539,7 @@ async def main() -> int:
         await script(demo)
         mcp_url = f"http://127.0.0.1:{ports['mcp']}/mcp"
         await mcp_script(demo, mcp_url)
+        demo.failures += await desk_script(secret, run_dir)
         print(f"\nAudit trail (JSON lines, no payloads): {run_dir / 'gateway.log'}")
         if demo.failures:
             print(f"\nDEMO FAILED: {demo.failures}", file=sys.stderr)
