@@ -90,6 +90,7 @@ def test_inbox_config_map_holds_only_secret_references(rendered: Rendered) -> No
     secrets = [
         config["admin"]["token"]["secret"],
         config["session"]["secret"],
+        config["redis"]["url"],
     ]
     assert all(ENV_REF.fullmatch(value) for value in secrets)
     _, _, container = _inbox(rendered)
@@ -97,7 +98,7 @@ def test_inbox_config_map_holds_only_secret_references(rendered: Rendered) -> No
     used = set(
         ENV_REF.findall(rendered.one("ConfigMap", "demo-capgate-inbox")["data"]["inbox.yaml"])
     )
-    assert used == {"CAPGATE_INBOX_TOKEN_KEY", "CAPGATE_INBOX_SESSION_SECRET"}
+    assert used == {"CAPGATE_INBOX_TOKEN_KEY", "CAPGATE_INBOX_SESSION_SECRET", "CAPGATE_REDIS_URL"}
     for name in used:
         assert "secretKeyRef" in env[name]["valueFrom"], name
     assert not rendered.of_kind("Secret")
@@ -170,6 +171,52 @@ def test_inbox_pods_are_not_gateway_pods(rendered: Rendered) -> None:
     ]
 
 
+def test_inbox_replicas_share_the_gateways_redis_for_sessions(
+    rendered: Rendered, tmp_path: Path
+) -> None:
+    # Sign-in sessions live in Redis: every inbox replica must use the same one, or a session
+    # started on one replica is unknown to the next request's replica.
+    deployment, _, container = _inbox(rendered)
+    assert deployment["spec"]["replicas"] == 2
+    config = _inbox_config(rendered)
+    assert config["redis"] == {"url": "{{ env.CAPGATE_REDIS_URL }}", "key_prefix": "capgate"}
+    inbox_env = {e["name"]: e for e in container["env"]}
+    gateway = rendered.one("Deployment", "demo-capgate")
+    gateway_env = {e["name"]: e for e in pod_spec(gateway)["containers"][0]["env"]}
+    assert inbox_env["CAPGATE_REDIS_URL"] == gateway_env["CAPGATE_REDIS_URL"]
+    assert inbox_env["CAPGATE_REDIS_URL"]["valueFrom"]["secretKeyRef"] == {
+        "name": "capgate-redis",
+        "key": "url",
+    }
+    settings = load_rendered_inbox_config(rendered, tmp_path)
+    assert settings.redis.url == "redis://:a-password@redis.data.svc:6379/0"
+    assert settings.redis.key_prefix == "capgate"
+
+
+def test_several_inbox_replicas_need_redis_url_one_may_embed_its_own(tmp_path: Path) -> None:
+    values = tmp_path / "no-redis.yaml"
+    values.write_text(
+        yaml.safe_dump(
+            {
+                "redis": {"url": None},
+                "config": {"approvals": {"enabled": False}, "idempotency": {"enabled": False}},
+            }
+        )
+    )
+    result = template([VALUES, values])
+    assert result.returncode != 0
+    assert SCHEMA_REFUSAL in result.stderr
+    assert "/redis" in result.stderr, result.stderr
+
+    single = render([VALUES, values], sets=["inbox.replicaCount=1"])
+    deployment = single.inbox()
+    assert deployment is not None and deployment["spec"]["replicas"] == 1
+    parsed = yaml.safe_load(single.one("ConfigMap", "demo-capgate-inbox")["data"]["inbox.yaml"])
+    assert "redis" not in parsed  # one process: its private embedded redis-server
+    (container,) = pod_spec(deployment)["containers"]
+    assert "CAPGATE_REDIS_URL" not in {e["name"] for e in container["env"]}
+
+
 def test_inbox_config_changes_roll_the_inbox_pods() -> None:
     def checksum(*sets: str) -> str:
         deployment = render([VALUES], sets=sets).inbox()
@@ -208,6 +255,7 @@ REFUSED: dict[str, list[str]] = {
     "literal service token key": ["inbox.config.admin.token.secret=" + "k" * 40],
     "admin address in values": ["inbox.config.admin.address=elsewhere:7444"],
     "listen in values": ["inbox.config.listen=0.0.0.0:9000"],
+    "redis in values": ["inbox.config.redis.url=redis://elsewhere:6379/0"],
 }
 
 

@@ -47,14 +47,21 @@ role admin. Fails when there is none: ApprovalAdmin is served only on admin list
 {{- printf "%s.%s.svc:%v" (include "capgate.fullname" .) .Release.Namespace $admin.port }}
 {{- end }}
 
-{{/* The inbox config file: inbox.config plus the keys the chart owns, listen and
-admin.address. Secrets stay "{{ env.NAME }}" references (the values schema refuses literals). */}}
+{{/* The inbox config file: inbox.config plus the keys the chart owns, listen, admin.address
+and redis. Secrets stay "{{ env.NAME }}" references (the values schema refuses literals). */}}
 {{- define "capgate.inbox.config" -}}
 {{- $config := deepCopy (.Values.inbox.config | default dict) }}
 {{- $admin := get $config "admin" | default dict }}
 {{- $_ := set $admin "address" (include "capgate.inbox.adminAddress" .) }}
 {{- $_ := set $config "admin" $admin }}
 {{- $_ := set $config "listen" (printf "0.0.0.0:%v" .Values.inbox.port) }}
+{{- /* Sign-in sessions live in Redis: with redis.url every inbox replica shares the gateway's
+       Redis (the URL from the same source, as the env var CAPGATE_REDIS_URL), so a session
+       started on one replica is valid on all. Without it each pod runs a private embedded
+       redis-server, which the values schema allows for one replica only. */}}
+{{- if .Values.redis.url }}
+{{- $_ := set $config "redis" (dict "url" "{{ env.CAPGATE_REDIS_URL }}" "key_prefix" .Values.redis.keyPrefix) }}
+{{- end }}
 {{- toYaml $config }}
 {{- end }}
 
