@@ -18,6 +18,8 @@ from google.protobuf.descriptor_pool import DescriptorPool
 from capgate.v1 import gateway_pb2, hook_pb2_grpc, procedure_pb2_grpc
 from gateway.cache.scope import ScopeKey, ScopeKeyError
 from gateway.config.problems import PathParts, format_path
+from gateway.config.revision import digest, key_files, policy_files, read_file
+from gateway.config.source import config_files
 from gateway.hooks.calls import NO_HOOKS, BoundHook, CapabilityHooks
 from gateway.hooks.model import context_types
 from gateway.model import Capability
@@ -37,6 +39,7 @@ from gateway.upstream.schema import derive_schema
 from gateway.upstream.targets import prepare_target
 from gateway.validation import SchemaValidator
 from policy import LoadIssue, Phase, PolicyLoadError, PolicySet, load_policy_set
+from policy.files import read_sources, revision_of
 
 PROCEDURE_METHOD = "/capgate.v1.Procedure/Invoke"
 
@@ -320,6 +323,36 @@ def _mapper_digest_parts(cap: Capability) -> tuple[str, ...]:
     return (cap.map_input, schema)
 
 
+_MOVED = (
+    "the policy files changed after their content settled and before it compiled; nothing"
+    " of it is applied (the next settled content is)"
+)
+
+
+def _compiled_as_settled(settings: Settings, policies: PolicySet) -> bool:
+    """Whether the policy bytes that compiled are the ones `settings.revision` covers: the
+    content the config watcher saw settle (or `serve` loaded). The files are read once more;
+    that read must hold exactly the compiled bytes (`PolicySet.revision`) and, with the config
+    and key files, hash to the settled revision. A second edit landing between the settle and
+    this build (a half-written file compiled) fails it. Hand-built settings (no revision) have
+    no settled content to compare with."""
+    if not settings.revision:
+        return True
+    now = read_sources(_policy_files(settings.policy_paths))
+    if revision_of(now) != policies.revision:
+        return False  # moved since it compiled
+    compiled = {source.label: source.data for source in now if source.data is not None}
+    source = Path(settings.source)
+    config = [(p, read_file(p)) for p in config_files(source)] if source.exists() else []
+    watched = policy_files(settings.policy_paths) + key_files(settings.listeners)
+
+    def read(path: Path) -> bytes:
+        data = compiled.get(str(path))
+        return data if data is not None else read_file(path)
+
+    return digest(config, watched, read=read) == settings.revision
+
+
 def _policy_files(paths: tuple[str, ...]) -> list[Path]:
     files: list[Path] = []
     for raw in paths:
@@ -407,6 +440,8 @@ async def _build(
         # The names the files define still tell which listed policies exist at all.
         problems += _unknown_policies(settings, exc.names)
         raise SnapshotError(problems, exc.errors) from None
+    if not _compiled_as_settled(settings, policies):
+        raise SnapshotError([SnapshotProblem(("policies", "paths"), _MOVED)])
     problems += _unknown_policies(settings, frozenset(policies.policy_names))
     bound = _bind_hooks(settings, pool, problems)
     if problems:

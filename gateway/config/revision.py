@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,12 +55,18 @@ def key_files(listeners: Iterable[Any]) -> list[Path]:
     return found
 
 
-def digest(config: Sequence[tuple[Path, bytes]], policies: Sequence[Path]) -> str:
-    """Short hex SHA-256 over (name, content) of each config file and each policy file."""
+def digest(
+    config: Sequence[tuple[Path, bytes]],
+    policies: Sequence[Path],
+    *,
+    read: Callable[[Path], bytes] | None = None,
+) -> str:
+    """Short hex SHA-256 over (name, content) of each config file and each policy file.
+    `read` supplies a policy file's bytes (default: read it now) — the snapshot build passes
+    the bytes it compiled, to check they are the ones a revision covers."""
     h = hashlib.sha256()
-    for label, data in [(p.name, d) for p, d in config] + [
-        (str(p), read_file(p)) for p in policies
-    ]:
+    get = read or read_file
+    for label, data in [(p.name, d) for p, d in config] + [(str(p), get(p)) for p in policies]:
         encoded = label.encode()
         h.update(len(encoded).to_bytes(4, "big") + encoded)
         h.update(len(data).to_bytes(8, "big") + data)
