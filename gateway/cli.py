@@ -17,6 +17,7 @@ _GROUPS: dict[str, tuple[str, str]] = {
     "config": ("gateway.config.cli", "check a gateway config"),
     "approvals": ("gateway.approvals.cli", "list, show, approve, reject, watch approvals"),
     "audit": ("gateway.audit.cli", "tail or query the audit stream"),
+    "cache": ("gateway.cache.cli", "purge a capability's result cache entries"),
     "inbox": ("gateway.inbox.cli", "serve the approver web inbox"),
 }
 # Long-running servers log through their own handlers; every other group's stderr is redacted.

@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, types_pb2
+from gateway import cli
 from gateway.audit.events import hasher_for
 from gateway.config.loader import load_settings
 from gateway.telemetry import metrics
@@ -212,3 +213,47 @@ async def test_an_admin_purge_deletes_one_capabilitys_entries(env: Env) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await stub.PurgeCache(admin_pb2.PurgeCacheRequest(capability_id="orders.get"))
     assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_the_approval_gate_runs_on_a_warm_cache_and_resume_runs_upstream(env: Env) -> None:
+    order = {"order_id": "o-1001"}
+    await invoke(env, "orders.shared", order, "bob")
+    asked = await invoke(env, "orders.shared", order, "carol")
+    assert asked.WhichOneof("outcome") == "approval_required"  # not served from the entry
+    assert await env.upstream_calls(GET) == 1
+    approval = asked.approval_required.approval
+    decided = await env.admin().DecideApproval(
+        admin_pb2.DecideApprovalRequest(
+            approval_id=approval.id,
+            verdict=admin_pb2.VERDICT_APPROVE,
+            input_hash=approval.input_hash,
+        ),
+        metadata=env.metadata("admin", "bob"),
+    )
+    assert decided.approval.status == types_pb2.APPROVAL_STATUS_APPROVED
+    resumed = await env.gateway().Resume(
+        gateway_pb2.ResumeRequest(approval_id=approval.id), metadata=env.metadata("agents", "carol")
+    )
+    assert output(resumed)["order_id"] == "o-1001"
+    assert resumed.attempts == 1  # Resume runs the approved call upstream (docs/cache.md)
+    assert await env.upstream_calls(GET) == 2
+    assert await completed_cache_field(env, resumed) is None  # never looked up
+
+
+async def test_capgate_cache_purge_deletes_through_the_admin_listener(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    order = {"order_id": "o-1001"}
+    await invoke(env, "orders.get", order)
+    admin = f"127.0.0.1:{env.port('admin')}"
+    bearer = token("root", audience="capgate-admin")
+    argv = ["cache", "purge", "orders.get", "--admin", admin, "--insecure", "--token", bearer]
+    assert await asyncio.to_thread(cli.main, argv) == 0
+    out, _ = capsys.readouterr()
+    assert out == "purged 1 entries of orders.get\n"
+    await invoke(env, "orders.get", order)
+    assert await env.upstream_calls(GET) == 2
+    # No credentials: the admin listener refuses; the token is never printed.
+    assert await asyncio.to_thread(cli.main, argv[:-2]) == 3
+    _, err = capsys.readouterr()
+    assert "UNAUTHENTICATED" in err and bearer not in err
