@@ -29,6 +29,7 @@ import orjson
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc, types_pb2
 from examples.mcp_upstream.server import serve as serve_desk
+from examples.hooks.reference import serve as serve_hooks
 from examples.orders.server import serve as serve_orders
 from gateway.inbox.server import start_inbox
 from gateway.inbox.settings import AdminConnection, InboxSettings, ServiceToken
@@ -192,6 +193,17 @@ async def script(demo: Demo) -> None:
         "cancelled",
         "TIMEOUT",
     )
+
+    demo.expect(
+        "a refund to a customer in arrears asks a manager (the standing hook's context)",
+        arrears := await demo.invoke(ALICE, "orders.refund", {"order_id": "o-1003", "amount": 30}),
+        "approval_required",
+    )
+    reasons = list(arrears.approval_required.approval.reasons)
+    ok = reasons == ["Refund to a customer in arrears."]
+    print(f"  [{'ok ' if ok else 'BAD'}] ... for the hook's reason\n        -> {reasons}")
+    if not ok:
+        demo.failures.append("standing hook reason")
 
     print("\nApproval flow:")
     admin = admin_pb2_grpc.ApprovalAdminStub(demo.admin)
@@ -494,6 +506,7 @@ async def main() -> int:
     run_dir = Path(tempfile.mkdtemp(prefix="capgate-demo-"))
     secret = os.environ.get("CAPGATE_DEMO_JWT_SECRET") or secrets.token_urlsafe(32)
     orders, orders_port = await serve_orders("127.0.0.1:0")
+    hooks, _ = await serve_hooks(f"unix://{run_dir}/hooks.sock")  # the standing hook
     env = {
         **os.environ,
         "CAPGATE_DEMO_JWT_SECRET": secret,
@@ -578,6 +591,7 @@ async def main() -> int:
         except subprocess.TimeoutExpired:
             gateway.kill()
         await orders.stop(0)
+        await hooks.stop(0)
         log.close()
 
 

@@ -137,7 +137,7 @@ TABLE: Final[dict[Code, Spec]] = {
         "cancellation", False, True, "The operation was cancelled.", _C, Kind.CANCELLED
     ),
     Code.OUTPUT_INVALID: Spec("output-validation", False, False, GENERIC_MESSAGE, _F),
-    # Governance hooks (docs/hooks.md, ADR 0026): a pre-hook that fails fails closed, before
+    # Governance hooks (docs/hooks.md, ADR 0027): a pre-hook that fails fails closed, before
     # anything ran (retrying is safe); a post-hook's failure is raised with executed=True and
     # retryable=False. Denied like POLICY_FAILED, its cause (hook name, error) only in the audit.
     Code.HOOK_FAILED: Spec("hook", True, False, "A governance check could not be completed.", _D),

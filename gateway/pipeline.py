@@ -74,7 +74,7 @@ class Stage:
 CACHE_LOOKUP = Stage(10, "cache-lookup", cache_lookup)
 CACHE_STORE = Stage(12, "cache-store", cache_store)
 
-# Governance hooks (seed 002, ADR 0026, docs/hooks.md). Pre-hooks after the actor check (6):
+# Governance hooks (seed 002, ADR 0027, docs/hooks.md). Pre-hooks after the actor check (6):
 # they see only validated input from a well-formed actor, of a capability exposure and the
 # input-free hide policies let through; before the invocation policies (7) so that their
 # context is visible to policies (`hooks.<hook>.<attr>`) and before the approval gate (8) so

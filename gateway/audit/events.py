@@ -197,7 +197,7 @@ def build(name: str, call: Call, now: float, **fields: Any) -> dict[str, Any]:
         event["input_hmac"], event["input_hmac_key_id"] = digest
     event["execution_state"] = _STATES.get(call.state, "NOT_STARTED")
     if call.hook_calls:
-        event["hooks"] = list(call.hook_calls)  # name, call, decision, duration, error (ADR 0026)
+        event["hooks"] = list(call.hook_calls)  # name, call, decision, duration, error (ADR 0027)
     if call.input_update is not None:
         event["input_update"] = call.input_update  # the hooks that changed it, both hashes
     event.update(fields)

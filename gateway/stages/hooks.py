@@ -1,4 +1,4 @@
-"""Governance hooks around seed 001's stages (seed 002, docs/hooks.md, ADR 0026).
+"""Governance hooks around seed 001's stages (seed 002, docs/hooks.md, ADR 0027).
 
 - `run_pre_hooks` — between stage 6 (actor check) and stage 7 (invocation policies): first
   the invocation policies that cannot read `hooks` decide deny or hide (so a hidden capability

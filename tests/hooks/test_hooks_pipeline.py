@@ -1,4 +1,4 @@
-"""Governance hooks through the real server (docs/hooks.md, ADR 0026): a real gateway on
+"""Governance hooks through the real server (docs/hooks.md, ADR 0027): a real gateway on
 loopback, real Redis, the example upstream, and real hook servers (capgate_client.hook serving
 the reference `standing` hook and the scripted `guard`; a hook subprocess that crashes)."""
 

@@ -80,7 +80,7 @@ def test_seed_codes_appear_in_the_seed_text() -> None:
 
 def test_terminal_events_follow_design_section_12() -> None:
     denied = {Code.CAPABILITY_NOT_FOUND, Code.POLICY_DENIED, Code.POLICY_FAILED}
-    denied |= {Code.HOOK_DENIED, Code.HOOK_FAILED}  # governance hooks, as policies (ADR 0026)
+    denied |= {Code.HOOK_DENIED, Code.HOOK_FAILED}  # governance hooks, as policies (ADR 0027)
     cancelled = {Code.TIMEOUT, Code.CANCELLED}
     for code, spec in TABLE.items():
         if code in denied:
@@ -99,7 +99,7 @@ def test_unexpected_errors_reach_callers_only_as_the_generic_message() -> None:
 def test_invocation_stage_order_is_seed_001() -> None:
     numbers = [s.number for s in pipeline.INVOKE]
     # Stage 4 has two rows: exposure, then the input-free hide policies (ADR 0016).
-    # The hook rows (ADR 0026): pre-hooks after 6, their asks merged after 7, post-hooks
+    # The hook rows (ADR 0027): pre-hooks after 6, their asks merged after 7, post-hooks
     # after 12. The cache rows (ADR 0024): the lookup after 10, the store after 12.
     assert numbers == [2, 3, 4, 4, 5, 6, 6, 7, 7, 8, 9, 10, 10, 11, 12, 12, 12, 13]
     names = [s.name for s in pipeline.INVOKE]
@@ -134,10 +134,10 @@ def test_invocation_stage_order_is_seed_001() -> None:
 def test_resume_re_enters_at_the_approval_gate_and_continues_at_stage_9() -> None:
     numbers = [s.number for s in pipeline.RESUME]
     assert numbers[:2] == [2, 8]
-    # With the post-hooks (ADR 0026) and the cache rows, which do nothing on Resume (ADR 0024).
+    # With the post-hooks (ADR 0027) and the cache rows, which do nothing on Resume (ADR 0024).
     assert numbers[-8:] == [9, 10, 10, 11, 12, 12, 12, 13]
     assert pipeline.RESUME[-8:] == pipeline.INVOKE[-8:]
-    # Pre-hooks re-run on the stored input, before the policies are re-evaluated (ADR 0026).
+    # Pre-hooks re-run on the stored input, before the policies are re-evaluated (ADR 0027).
     names = [s.name for s in pipeline.RESUME]
     assert (
         names.index("actor-check") < names.index("pre-hooks") < names.index("invocation-policies")
