@@ -60,7 +60,7 @@ async def test_a_mapper_that_does_not_type_check_is_refused_at_its_line(
     path = _config(tmp_path, MAPPER, f'map_input: "{mapper}"')
     (problem,) = await _problems(path)
     line = _line_of(path, "map_input:")
-    assert problem.startswith(f"{path}:{line}: capabilities[4].map_input: "), problem
+    assert problem.startswith(f"{path}:{line}: capabilities[5].map_input: "), problem
     assert message in problem
 
 
@@ -95,3 +95,21 @@ async def test_a_scope_key_that_does_not_type_check_is_refused_at_its_line(
     line = _line_of(path, f"scope: {{key: {key}}}")
     assert problem.startswith(f"{path}:{line}: capabilities[2].cache.scope: "), problem
     assert message in problem
+
+
+async def test_a_procedure_mapper_is_checked_against_its_map_input_schema(tmp_path: Path) -> None:
+    old = "page_size: has(input.size) ? input.size : 20}"
+    path = _config(tmp_path, old, "page_size: 'twenty'}")
+    (problem,) = await _problems(path)
+    line = _line_of(path, "page_size: 'twenty'}")
+    assert problem.startswith(f"{path}:{line}: capabilities[6].map_input: "), problem
+    assert "expected type of field 'page_size' is 'int'" in problem
+
+
+async def test_map_input_schema_needs_a_procedure_mapper(tmp_path: Path) -> None:
+    old = "    cache: {ttl: 1m, scope: shared}\n    redact:"
+    schema = "    map_input_schema: {type: object}\n"
+    path = _config(tmp_path, old, schema + old)
+    (problem,) = await _problems(path)
+    line = _line_of(path, "map_input_schema: {type: object}")
+    assert problem == f"{path}:{line}: capabilities[1].map_input_schema: only used with map_input"

@@ -11,12 +11,14 @@ from typing import Any
 import grpc
 import orjson
 import pytest
+import redis.asyncio as aioredis
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, types_pb2
 from gateway import cli
 from gateway.audit.events import hasher_for
 from gateway.config.loader import load_settings
 from gateway.telemetry import metrics
+from tests.cache.conftest import PREFIX
 from tests.gateway.harness import Env, token
 
 GET = "GetOrder"
@@ -257,3 +259,67 @@ async def test_capgate_cache_purge_deletes_through_the_admin_listener(
     assert await asyncio.to_thread(cli.main, argv[:-2]) == 3
     _, err = capsys.readouterr()
     assert "UNAUTHENTICATED" in err and bearer not in err
+
+
+async def test_a_procedure_upstream_receives_the_mapped_value_validated(env: Env) -> None:
+    mine = output(await invoke(env, "orders.list", {"size": 1}, "alice", customer="c-2"))
+    assert [o["customer_id"] for o in mine["orders"]] == ["c-2"]
+    assert await env.upstream_calls("procedure:orders.list") == 1
+    # A mapped value its schema refuses is never sent: nothing ran, and it says so.
+    for claims in ({"customer": "c-99999"}, {}):  # too long; missing (required)
+        refused = await invoke(env, "orders.list", {}, "alice", **claims)
+        assert refused.WhichOneof("outcome") == "failed"
+        assert refused.failed.code == types_pb2.ERROR_CODE_EXECUTION_FAILED
+        assert refused.execution_state == types_pb2.EXECUTION_STATE_NOT_STARTED
+    assert await env.upstream_calls("procedure:orders.list") == 1
+
+
+async def _entry_keys(redis_url: str, capability: str) -> list[bytes]:
+    client = aioredis.from_url(redis_url)
+    try:
+        found = [k async for k in client.scan_iter(match=f"{PREFIX}:{{cache:{capability}}}:e:*")]
+    finally:
+        await client.aclose()
+    return found
+
+
+async def test_an_entry_moved_to_another_key_or_altered_does_not_open(
+    env: Env, cache_redis: Any
+) -> None:
+    order = {"order_id": "o-1001"}
+    await invoke(env, "orders.get", order, "alice")
+    (alices,) = await _entry_keys(cache_redis.url, "orders.get")
+    await invoke(env, "orders.get", order, "bob")
+    (bobs,) = set(await _entry_keys(cache_redis.url, "orders.get")) - {alices}
+    client = aioredis.from_url(cache_redis.url)
+    try:
+        sealed = await client.get(alices)
+        assert b"o-1001" not in sealed  # encrypted at rest
+        await client.set(bobs, sealed, px=60_000)  # alice's entry under bob's key
+        await invoke(env, "orders.get", order, "bob")
+        assert await env.upstream_calls(GET) == 3  # it did not open: a miss
+        await client.set(alices, sealed[:-1] + bytes([sealed[-1] ^ 1]), px=60_000)
+        await invoke(env, "orders.get", order, "alice")
+        assert await env.upstream_calls(GET) == 4  # altered: a miss
+    finally:
+        await client.aclose()
+
+
+async def test_an_output_over_max_bytes_is_not_stored(env: Env) -> None:
+    too_large = metrics.cache_stores.value(("orders.small", "too_large"))
+    for _ in range(2):
+        output(await invoke(env, "orders.small", {"order_id": "o-1001"}))
+    assert await env.upstream_calls(GET) == 2
+    assert metrics.cache_stores.value(("orders.small", "too_large")) == too_large + 2
+
+
+async def test_a_capability_keeps_at_most_max_entries(env: Env, cache_redis: Any) -> None:
+    evictions = metrics.cache_evictions.value(("orders.get",))
+    order = {"order_id": "o-1001"}
+    for n in range(51):  # cache.max_entries is 50 in tests/cache/gateway.yaml
+        await invoke(env, "orders.get", order, "alice", sub=f"reader-{n}")
+    assert len(await _entry_keys(cache_redis.url, "orders.get")) == 50
+    assert metrics.cache_evictions.value(("orders.get",)) == evictions + 1
+    await invoke(env, "orders.get", order, "alice", sub="reader-0")  # the evicted one
+    await invoke(env, "orders.get", order, "alice", sub="reader-50")  # still there
+    assert await env.upstream_calls(GET) == 52
