@@ -176,8 +176,9 @@ async def _prepare(
         if found is None:
             return cap.input_schema or {}
         cap = found.capability
+        extras = _cache_and_mapper(cap, parts, found.input_schema, found.request_schema, problems)
         try:
-            return _finish(
+            prepared = _finish(
                 cap,
                 settings=settings,
                 pool=pool,
@@ -188,6 +189,9 @@ async def _prepare(
         except (OutputExprError, UpstreamConfigError, ValueError) as exc:
             problems.append(SnapshotProblem(parts, f"capability {cap.id}: {exc}"))
             return None
+        if extras is None:
+            return None
+        return dataclasses.replace(prepared, cache_scope=extras[0], input_mapper=extras[1])
     try:
         channel = pool.channel(upstream)  # reads the upstream's TLS files
     except UpstreamConfigError as exc:

@@ -157,16 +157,15 @@ def _check_cache_and_mapper(ctx: Ctx, cap: LDict, parts: PathParts, upstreams: L
     if "map_input_schema" in cap:
         if "map_input" not in cap:
             ctx.fail((*parts, "map_input_schema"), "only used with map_input")
-        elif kind != "procedure":
+        elif kind not in ("procedure", "http"):
             ctx.fail(
                 (*parts, "map_input_schema"),
-                "grpc upstreams: the method's request message is the schema",
+                f"{kind} upstreams: the method's request message (grpc) or the tool's "
+                "inputSchema (mcp) is the schema",
             )
         _check_json_schema(ctx, cap.get("map_input_schema"), (*parts, "map_input_schema"))
-    elif "map_input" in cap and kind == "procedure":
-        ctx.fail(
-            (*parts, "map_input"), "a procedure upstream needs map_input_schema with map_input"
-        )
+    elif "map_input" in cap and kind in ("procedure", "http"):
+        ctx.fail((*parts, "map_input"), f"a {kind} upstream needs map_input_schema with map_input")
 
 
 def _check_json_schema(ctx: Ctx, schema: Any, parts: PathParts) -> None:

@@ -79,10 +79,13 @@ def check_http_capability(ctx: Ctx, cap: LDict, parts: PathParts, kind: str) -> 
     if not isinstance(route, LDict):
         ctx.fail(parts, "http (method and path) is required for an http upstream")
         return True
-    schema = cap.get("input_schema")
-    if not isinstance(schema, dict):
+    if not isinstance(cap.get("input_schema"), dict):
         ctx.fail(parts, "input_schema is required for an http upstream")
         return True
+    # The URL is filled from the value to send: what map_input builds, when it is set.
+    mapped = "map_input" in cap and isinstance(cap.get("map_input_schema"), dict)
+    schema = cap.get("map_input_schema") if mapped else cap.get("input_schema")
+    assert isinstance(schema, dict)
     properties = mapping(schema.get("properties"))
     required = schema.get("required")
     required_names = set(required) if isinstance(required, list) else set()
@@ -92,26 +95,28 @@ def check_http_capability(ctx: Ctx, cap: LDict, parts: PathParts, kind: str) -> 
             if part.literal in _DOT_SEGMENTS:
                 ctx.fail((*parts, "http", "path"), "a . or .. segment is not allowed")
             elif part.name:
-                _check_placeholder(ctx, part.name, properties, required_names, parts)
+                where = "map_input_schema" if mapped else "input_schema"
+                _check_placeholder(ctx, part.name, properties, required_names, parts, what=where)
     query = route.get("query")
     for name in query if isinstance(query, list) else ():
         if isinstance(name, str) and name not in properties:
-            ctx.fail((*parts, "http", "query"), f"{name} is not a property of input_schema")
+            where = "map_input_schema" if mapped else "input_schema"
+            ctx.fail((*parts, "http", "query"), f"{name} is not a property of {where}")
     return True
 
 
 def _check_placeholder(
-    ctx: Ctx, name: str, properties: Any, required: set[str], parts: PathParts
+    ctx: Ctx, name: str, properties: Any, required: set[str], parts: PathParts, *, what: str
 ) -> None:
     where = (*parts, "http", "path")
     prop = properties.get(name) if isinstance(properties, dict) else None
     if not isinstance(prop, dict):
-        ctx.fail(where, f"{{{name}}} is not a property of input_schema")
+        ctx.fail(where, f"{{{name}}} is not a property of {what}")
         return
     if name not in required:
-        ctx.fail(where, f"{{{name}}} must be a required property of input_schema")
+        ctx.fail(where, f"{{{name}}} must be a required property of {what}")
     if prop.get("type") not in _SEGMENT_TYPES:
-        ctx.fail(where, f"{{{name}}} must have type string or integer in input_schema")
+        ctx.fail(where, f"{{{name}}} must have type string or integer in {what}")
 
 
 def http_upstream(node: Any) -> HttpUpstream | None:

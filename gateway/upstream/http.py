@@ -1,4 +1,4 @@
-"""`kind: http` upstreams: a capability is one HTTP/JSON request (docs/upstreams.md, ADR 0021).
+"""`kind: http` upstreams: a capability is one HTTP/JSON request (docs/upstreams.md, ADR 0028).
 
 The request: the method and path template of the capability's `http` block, below the
 upstream's configured origin and `base_path`. Each `{placeholder}` fills one whole path segment

@@ -1,4 +1,4 @@
-"""`kind: mcp` capabilities: one MCP tool each (docs/upstreams.md "MCP upstreams", ADR 0026).
+"""`kind: mcp` capabilities: one MCP tool each (docs/upstreams.md "MCP upstreams", ADR 0028).
 
 At load the server's tools are listed: the capability's `tool` must be there, its `inputSchema`
 becomes the input schema (unless the config gives one: the config is authoritative) and its

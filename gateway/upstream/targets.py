@@ -31,6 +31,8 @@ class Target:
     input_schema: Mapping[str, Any]
     call: UpstreamCall
     method: str  # bound into the approval digest with the schema
+    # What map_input builds, when the capability has one (docs/cache.md#input-mappers).
+    request_schema: Mapping[str, Any] | None = None
 
 
 async def prepare_target(
@@ -42,7 +44,8 @@ async def prepare_target(
         if cap.http is None or cap.input_schema is None:
             raise UpstreamConfigError("an http upstream needs http and input_schema")
         call = http_call(pool.http, upstream, cap.http)
-        return Target(cap, cap.input_schema, call, call.full_method)
+        request = cap.map_input_schema if cap.map_input else None
+        return Target(cap, cap.input_schema, call, call.full_method, request)
     if upstream.kind == "mcp" and cap.tool is not None:
         return await _mcp_target(cap, upstream, pool, connect=connect)
     raise UpstreamConfigError(f"kind {upstream.kind} is not served over HTTP")
@@ -57,15 +60,16 @@ async def _mcp_target(
     if not connect:
         return None
     tool, generation = await load_tool(client, cap.tool, timeout_s=LOAD_TIMEOUT_S)
-    input_schema = cap.input_schema
-    if input_schema is None:
-        input_schema = _checked(tool.get("inputSchema"), f"tool {cap.tool} inputSchema")
+    arguments = _checked(tool.get("inputSchema"), f"tool {cap.tool} inputSchema")
+    input_schema = cap.input_schema if cap.input_schema is not None else arguments
     output_schema = cap.output_schema
     if output_schema is None and tool.get("outputSchema") is not None:
         output_schema = _checked(tool.get("outputSchema"), f"tool {cap.tool} outputSchema")
     found = dataclasses.replace(cap, input_schema=input_schema, output_schema=output_schema)
     call = McpToolCall(client, tool, generation)
-    return Target(found, input_schema, call, call.full_method)
+    # map_input builds the tool's arguments: the tool's inputSchema is what it builds.
+    request = arguments if cap.map_input else None
+    return Target(found, input_schema, call, call.full_method, request)
 
 
 def _checked(schema: Any, what: str) -> Mapping[str, Any]:

@@ -120,3 +120,20 @@ async def test_an_input_key_named_like_a_url_part_is_not_a_url_part(env: HttpEnv
     result = await env.invoke("files.read", {"folder": "f", "name": "n", "host": "evil"})
     assert _code(result) == "ERROR_CODE_INPUT_INVALID", result
     assert env.api.seen == []
+
+
+async def test_map_input_builds_the_value_the_request_is_built_from(env: HttpEnv) -> None:
+    env.api.reset(Answer(body=b'{"ok": true}'))
+    result = await env.invoke("files.mine", {"name": "../../etc"})
+    assert result.WhichOneof("outcome") == "completed", result
+    [seen] = env.api.seen
+    assert seen.target == "/api/v1/folders/alice/files/..%2F..%2Fetc"
+
+
+async def test_a_cached_read_reaches_the_server_once(env: HttpEnv) -> None:
+    env.api.reset(Answer(body=b'{"n": 1}'))
+    first = await env.invoke("files.cached", {})
+    second = await env.invoke("files.cached", {})
+    assert first.completed.output_json == second.completed.output_json, (first, second)
+    assert (first.attempts, second.attempts) == (1, 0)
+    assert len(env.api.seen) == 1

@@ -149,3 +149,9 @@ async def test_static_credentials_and_forwarded_headers(env: McpEnv) -> None:
     assert "bearer" not in call.get("x-capgate-actor-token", "").lower()
     # The caller's own credential never travels upstream.
     assert all(token("alice") not in v for h in env.desk.headers for v in h.values())
+
+
+async def test_map_input_builds_the_tools_arguments(env: McpEnv) -> None:
+    result = await env.invoke("desk.quick_search", {"q": "o"})  # every ticket matches "o"
+    assert result.WhichOneof("outcome") == "completed", result
+    assert len(orjson.loads(result.completed.output_json)["tickets"]) == 1  # limit: 1
