@@ -21,12 +21,19 @@ What cannot be shared, and what is refused (ADR 0012):
 - a Prometheus endpoint on a fixed port: worker i serves it on port + i (scrape each).
 
 A worker that exits stops the whole group (exit status 1) so that the orchestrator restarts it
-as one unit; SIGTERM/SIGINT are forwarded and each worker drains within `--grace`.
+as one unit; SIGTERM/SIGINT are forwarded and each worker drains within `--grace`. A supervisor
+killed without that chance (SIGKILL, OOM) still stops its workers at once: on Linux each worker
+is started with PR_SET_PDEATHSIG = SIGTERM (`_die_with_parent`), so the kernel sends it SIGTERM
+the moment the supervisor is gone and it drains within `--grace` as on a forwarded signal.
+Elsewhere, and as a second line on Linux, each worker polls its parent pid
+(`gateway.serve._stop_when_orphaned`).
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import json
 import logging
 import os
@@ -35,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
@@ -50,6 +58,27 @@ log = logging.getLogger("capgate.workers")
 
 READY_TIMEOUT_S = 120.0
 POLL_S = 0.1
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with_parent(parent: int) -> Callable[[], None] | None:
+    """A `preexec_fn` that asks the kernel to send the worker SIGTERM when `parent` (the
+    supervisor) exits; None where prctl(2) is not available. The setting survives the exec of
+    the worker's interpreter. If the supervisor died between fork and prctl, the signal would
+    never come: the child then exits at once (its parent is no longer `parent`)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    libc_name = ctypes.util.find_library("c")
+    if libc_name is None:
+        return None
+    prctl = ctypes.CDLL(libc_name, use_errno=True).prctl
+
+    def preexec() -> None:  # runs in the forked child, before exec: no locks, no logging
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
 
 
 def shared(listener: Listener) -> bool:
@@ -237,6 +266,7 @@ def supervise(args: argparse.Namespace) -> int:
                 listener.address,
             )
     group = _Group()
+    preexec = _die_with_parent(os.getpid())
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, group.on_signal)
     with tempfile.TemporaryDirectory(prefix="capgate-workers-") as private:
@@ -252,7 +282,11 @@ def supervise(args: argparse.Namespace) -> int:
             started = []
             for index in batch:
                 ready = Path(private) / f"worker-{index}.json"
-                proc = subprocess.Popen(_argv(args, index, ready, key_file, ports))
+                # The supervisor runs no other thread, so preexec_fn is safe here.
+                proc = subprocess.Popen(
+                    _argv(args, index, ready, key_file, ports),
+                    preexec_fn=preexec,  # noqa: PLW1509
+                )
                 group.procs.append(proc)
                 started.append((index, proc, ready))
             for index, proc, ready in started:

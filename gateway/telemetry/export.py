@@ -186,9 +186,14 @@ class OtlpMetricsPusher:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         # Bounded: metrics are cumulative, the next process reports them again; a collector
-        # that is down must not hold a terminating pod (its retries would take ~10 s).
-        await self.push(timeout_s=FINAL_PUSH_TIMEOUT_S)
+        # that is down must not hold a terminating pod. The SDK's exporter does not honour the
+        # export's timeout_millis (its retries run to its own 10 s deadline), so after
+        # FINAL_PUSH_TIMEOUT_S the exporter is shut down: that closes its channel and ends the
+        # retry's backoff wait, and the export thread returns at once.
+        final = asyncio.ensure_future(self.push(timeout_s=FINAL_PUSH_TIMEOUT_S))
+        await asyncio.wait({final}, timeout=FINAL_PUSH_TIMEOUT_S)
         await asyncio.to_thread(self._exporter.shutdown, timeout_millis=FINAL_PUSH_TIMEOUT_S * 1000)
+        await final
 
 
 def _interval_from_env() -> float:
