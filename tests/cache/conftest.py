@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from examples.orders.server import serve as serve_orders
 from gateway.audit.sinks import MemorySink
@@ -60,9 +62,11 @@ async def cache_env(orders: str, cache_redis: RedisProcess, config_dir: Path) ->
     environ = environ_for(orders, cache_redis.url, run_dir)
     settings = load_settings(config_dir / "gateway.yaml", environ=environ)
     memory = MemorySink()
-    gw = await start(settings, extra_sinks=[memory])
+    spans = InMemorySpanExporter()
+    gw = await start(settings, extra_sinks=[memory], span_processors=[SimpleSpanProcessor(spans)])
     env = Env(gw=gw, audit=memory, orders_address=orders, socket_path=f"{run_dir}/capgate.sock")
     env.environ = environ  # type: ignore[attr-defined]
+    env.spans = spans  # type: ignore[attr-defined]
     yield env
     for channel in env.channels.values():
         await channel.close()

@@ -20,6 +20,7 @@ from gateway.config.loader import load_settings
 from gateway.telemetry import metrics
 from tests.cache.conftest import PREFIX
 from tests.gateway.harness import Env, token
+from tests.mcp.mcpkit import McpEnv
 
 GET = "GetOrder"
 
@@ -323,3 +324,52 @@ async def test_a_capability_keeps_at_most_max_entries(env: Env, cache_redis: Any
     await invoke(env, "orders.get", order, "alice", sub="reader-0")  # the evicted one
     await invoke(env, "orders.get", order, "alice", sub="reader-50")  # still there
     assert await env.upstream_calls(GET) == 52
+
+
+async def test_the_root_span_says_hit_or_miss(env: Env) -> None:
+    first = await invoke(env, "orders.get", {"order_id": "o-1002"})
+    second = await invoke(env, "orders.get", {"order_id": "o-1002"})
+    exporter = env.spans  # type: ignore[attr-defined]
+    roots = {
+        s.attributes["capgate.execution_id"]: s.attributes
+        for s in exporter.get_finished_spans()
+        if s.name == "agent.capability_call"
+    }
+    assert roots[first.execution_id]["capgate.cache"] == "miss"
+    assert roots[second.execution_id]["capgate.cache"] == "hit"
+    clients = [s for s in exporter.get_finished_spans() if s.name == "agent.procedure_execution"]
+    traces = {
+        roots_span.context.trace_id
+        for roots_span in exporter.get_finished_spans()
+        if roots_span.name == "agent.capability_call"
+        and roots_span.attributes["capgate.execution_id"] == second.execution_id
+    }
+    assert not [s for s in clients if s.context.trace_id in traces]  # a hit sends nothing
+
+
+async def test_mcp_calls_are_cached_per_surface(env: Env) -> None:
+    mcp = McpEnv(gw=env.gw, audit=env.audit, orders_address=env.orders_address)
+    async with mcp.client("alice") as client:
+        for _ in range(2):
+            result = await client.call_tool("orders_get", {"order_id": "o-1001"})
+            assert not result.is_error
+    assert await env.upstream_calls(GET) == 1
+    # The agent surface has entries of its own: the upstream is told the surface.
+    await invoke(env, "orders.get", {"order_id": "o-1001"}, "alice")
+    assert await env.upstream_calls(GET) == 2
+
+
+async def test_an_idempotent_repeat_replays_the_journal_before_the_cache(env: Env) -> None:
+    order = orjson.dumps({"order_id": "o-1001"})
+    bearer = [("authorization", f"Bearer {token('alice')}")]
+    results = []
+    for key in ("k-1", "k-1", "k-2"):
+        request = gateway_pb2.InvokeRequest(
+            capability_id="orders.get", input_json=order, idempotency_key=key
+        )
+        results.append(await env.gateway().Invoke(request, metadata=bearer, timeout=10))
+    first, repeat, other_key = results
+    assert repeat.execution_id == first.execution_id  # the journal's envelope, as stored
+    assert other_key.execution_id != first.execution_id and other_key.attempts == 0  # a hit
+    assert await env.upstream_calls(GET) == 1
+    assert await completed_cache_field(env, other_key) == "hit"
