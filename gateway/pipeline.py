@@ -241,6 +241,8 @@ def _observe(call: Call, span: Span, outcome: str, code: str, started: float) ->
             "capgate.attempts": call.attempts,
         }
     )
+    if call.cache:  # hit | miss, capabilities with a cache (docs/cache.md)
+        span.set_attribute("capgate.cache", call.cache)
     if call.approval_id:
         span.set_attribute("capgate.approval_id", call.approval_id[:256])
     if call.approval is not None and call.approval.traceparent:
