@@ -204,6 +204,9 @@ def gateway_config(
         # is a hit; with a 1ms TTL nearly every call misses, then stores (lookup + store).
         _capability("bench.cached", THREE, side_effect="read", cache={"ttl": "10m"}),
         _capability("bench.cached_miss", THREE, side_effect="read", cache={"ttl": "1ms"}),
+        # One pre-hook (docs/hooks.md) on bench.p3's governed path: the bench upstream's
+        # process serves it; its context is declared (and typed for policies) but read by none.
+        _capability("bench.hooked", THREE, hooks=["bench_pre"]),
     ]
     capabilities += [
         _capability(f"bench.catalog.c{i:03d}", ["catalog-visibility"]) for i in range(CATALOG_SIZE)
@@ -237,7 +240,19 @@ def gateway_config(
                 "jwt": admin_jwt,
             },
         ],
-        "upstreams": {"bench": {"address": upstream, "kind": "procedure"}},
+        "upstreams": {
+            "bench": {"address": upstream, "kind": "procedure"},
+            "bench-hooks": {"address": upstream, "kind": "grpc"},
+        },
+        "hooks": [
+            {
+                "name": "bench_pre",
+                "upstream": "bench-hooks",
+                "calls": ["pre_invoke"],
+                "scope": "capability",
+                "context": {"in_arrears": "boolean"},
+            }
+        ],
         "capabilities": capabilities,
         "policies": {"paths": [str(POLICY_DIR)]},
         "redis": {"url": redis_url, "key_prefix": "bench"},

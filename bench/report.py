@@ -32,6 +32,7 @@ DESCRIPTIONS = {
     "governed_p3_local": "Invoke, 3 policies, trusted-local over a unix socket",
     "cache_hit_p3": "Invoke, 3 policies, a read answered from the result cache",
     "cache_miss_p3": "Invoke, 3 policies, a read the cache misses (1ms TTL), then stores",
+    "hook_pre_p3": "Invoke, 3 policies and one pre-hook (a gRPC round trip to the hook)",
     "audit_off_p3": "Invoke, 3 policies, no audit sink",
     "audit_strict_p3": "Invoke, 3 policies, strict audit (awaits capability.started in Redis)",
     "check": "Check alone (stages 3-7, 3 policies)",
@@ -72,6 +73,16 @@ def _cache_lines(cache: dict[str, Any]) -> list[str]:
         f"x{_cell(c['hit_vs_uncached_p50'])}, "
         f"miss/uncached p50 x{_cell(c['miss_vs_uncached_p50'])})"
         for level, c in cache.items()
+    ]
+
+
+def _hook_lines(hook: dict[str, Any]) -> list[str]:
+    """One pre-hook's added cost beside governed_p3 (docs/hooks.md), per concurrency."""
+    return [
+        f"- one pre-hook, {level} in flight: p50 {_cell(h['p50_ms'])} ms / "
+        f"{_cell(h['calls_per_s'], 0)} calls/s (vs governed_p3 p50 x{_cell(h['p50_vs_governed'])}, "
+        f"calls/s x{_cell(h['calls_per_s_vs_governed'])})"
+        for level, h in hook.items()
     ]
 
 
@@ -129,6 +140,21 @@ def build(raw: dict[str, Any]) -> dict[str, Any]:
         }
         for lvl in levels
         if "cache_hit_p3" in sc
+    }
+    hook = {
+        str(lvl): {
+            "p50_ms": _fig(sc, "hook_pre_p3", lvl, "p50_ms"),
+            "calls_per_s": _fig(sc, "hook_pre_p3", lvl, "calls_per_s"),
+            "p50_vs_governed": _ratio(
+                _fig(sc, "hook_pre_p3", lvl, "p50_ms"), _fig(sc, "governed_p3", lvl, "p50_ms")
+            ),
+            "calls_per_s_vs_governed": _ratio(
+                _fig(sc, "hook_pre_p3", lvl, "calls_per_s"),
+                _fig(sc, "governed_p3", lvl, "calls_per_s"),
+            ),
+        }
+        for lvl in levels
+        if "hook_pre_p3" in sc
     }
     workers = {
         "workers_1_calls_per_s": _fig(sc, "workers_1", thr_level, "calls_per_s"),
@@ -199,6 +225,7 @@ def build(raw: dict[str, Any]) -> dict[str, Any]:
         ),
         "audit_cost": audit,
         "result_cache": cache,
+        "one_pre_hook": hook,
         "approval_path_ms": _fig(sc, "approval", lat_level, "p50_ms"),
         "workers_scaling": workers,
         "check_vs_opa": check_vs_opa,
@@ -337,6 +364,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"x{_cell(a['strict']['throughput_vs_off'])} calls/s",
         f"- approval path (invoke → approve → resume) p50: {_cell(report['approval_path_ms'])} ms",
         *_cache_lines(report.get("result_cache") or {}),
+        *_hook_lines(report.get("one_pre_hook") or {}),
         f"- workers: 1 → {_cell(w['workers_1_calls_per_s'], 0)} calls/s, 2 → "
         f"{_cell(w['workers_2_calls_per_s'], 0)} calls/s (x{_cell(w['ratio'])})",
         f"- 10 policies in-process: {_cell(report['policy_eval_us_10'], 1)} µs per request "

@@ -101,6 +101,14 @@ def run_level(job: Job, t: Targets, level: int, *, last: bool) -> None:
     # The result cache beside governed_p3 (same policies, validation, audit): hit and miss.
     for name, cap in (("cache_hit_p3", "bench.cached"), ("cache_miss_p3", "bench.cached_miss")):
         job(name, level, invoke(agents, cap, md), server=a["pids"], metrics_url=a["metrics"])
+    # One pre-hook beside governed_p3 (same policies, validation, audit; docs/hooks.md).
+    job(
+        "hook_pre_p3",
+        level,
+        invoke(agents, "bench.hooked", md),
+        server=a["pids"],
+        metrics_url=a["metrics"],
+    )
     job(
         "governed_p3_local",
         level,

@@ -3,6 +3,8 @@
 Every scenario (direct, bare proxy, governed) ends here, so its cost is common to all of them;
 it does what a real JSON-native procedure must do and nothing more: parse the input JSON, build
 a small reply, serialize it. Health is served so that the harness can wait for readiness.
+It also serves the governance hook of the one-pre-hook row (`capgate.v1.Hook`, docs/hooks.md):
+a PreInvoke that reads the input and answers one context attribute, as a standing lookup would.
 
     python -m bench.upstream --address 127.0.0.1:0 --ready-file F
 """
@@ -21,7 +23,7 @@ import orjson
 import uvloop
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from capgate.v1 import procedure_pb2, procedure_pb2_grpc
+from capgate.v1 import hook_pb2, hook_pb2_grpc, procedure_pb2, procedure_pb2_grpc
 
 
 def reply_for(capability_id: str, value: Any) -> dict[str, Any]:
@@ -49,9 +51,21 @@ class Procedure(procedure_pb2_grpc.ProcedureServicer):
         return procedure_pb2.ProcedureInvokeResponse(output_json=output)
 
 
+class Hook(hook_pb2_grpc.HookServicer):
+    """The bench pre-hook: parse the input, answer `in_arrears` (what a lookup would)."""
+
+    async def PreInvoke(
+        self, request: hook_pb2.PreInvokeRequest, context: Any
+    ) -> hook_pb2.PreInvokeResponse:
+        value = orjson.loads(request.input_json or "{}")
+        late = isinstance(value, dict) and str(value.get("order_id", "")).endswith("-late")
+        return hook_pb2.PreInvokeResponse(context_json=orjson.dumps({"in_arrears": late}).decode())
+
+
 async def serve(address: str) -> tuple[grpc.aio.Server, int]:
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     procedure_pb2_grpc.add_ProcedureServicer_to_server(Procedure(), server)
+    hook_pb2_grpc.add_HookServicer_to_server(Hook(), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     port = server.add_insecure_port(address)

@@ -38,6 +38,7 @@ SCENARIOS = (
     "governed_p3_local",
     "cache_hit_p3",
     "cache_miss_p3",
+    "hook_pre_p3",
     "audit_off_p3",
     "audit_strict_p3",
     "check",
