@@ -6,13 +6,22 @@ UNAVAILABLE, which gRPC clients treat as safe to retry although the upstream may
 the grace period less a margin it cancels those still running; the pipeline runner recognises
 the cancellation as a drain (`claimed`) and answers with a cancelled envelope that says whether
 the upstream may have started, with the terminal audit event (seed 001: invoke never throws).
+
+Long polls and streams that only wait (WaitApproval, WatchApprovals) end as soon as a shutdown
+begins (`closing`): a WaitApproval answers the approval's current state, a watch stream ends
+with status OK. Neither is left for grpc.aio to abort with UNAVAILABLE at the end of the grace
+(ADR 0019); their clients wait or watch again, on another replica.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 # Time kept at the end of the grace period to build, record and send the cancelled envelopes:
 # at most this much, and at most half the grace period.
@@ -32,6 +41,7 @@ class Drain:
         self._cancelled: set[asyncio.Task[Any]] = set()
         self._idle = asyncio.Event()
         self._idle.set()
+        self._closing = asyncio.Event()
 
     @property
     def running(self) -> int:
@@ -53,10 +63,55 @@ class Drain:
         task.uncancel()
         return True
 
+    @property
+    def closing(self) -> bool:
+        """Whether a shutdown began: long polls and watch streams end."""
+        return self._closing.is_set()
+
+    def close(self) -> None:
+        """A shutdown begins: every `or_closing` wait returns None, every `until_closing`
+        stream ends."""
+        self._closing.set()
+
+    async def or_closing(self, waiting: Awaitable[_T]) -> _T | None:
+        """`waiting`'s result, or None (it is cancelled) once a shutdown begins."""
+        task = asyncio.ensure_future(waiting)
+        if self._closing.is_set():
+            task.cancel()
+        else:
+            closing = asyncio.ensure_future(self._closing.wait())
+            try:
+                await asyncio.wait({task, closing}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                closing.cancel()
+                if not task.done():
+                    task.cancel()
+        if task.cancelled() or not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            return None
+        return task.result()
+
+    async def until_closing(self, source: AsyncIterator[_T]) -> AsyncIterator[_T]:
+        """`source`'s items until it ends or a shutdown begins, then the stream ends (an RPC
+        ends with status OK). Errors of `source` pass through."""
+        try:
+            while not self._closing.is_set():
+                item = await self.or_closing(_next(source))
+                if item is None:
+                    return
+                yield item[0]
+        finally:
+            aclose = getattr(source, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()
+
     async def answer(self, grace_s: float) -> int:
-        """Wait for the calls in flight until `answer_at(grace_s)`, then cancel those still
-        running and wait (bounded by the margin) until they answered. Returns how many were
-        cancelled."""
+        """End the long polls and watch streams (`close`), wait for the calls in flight until
+        `answer_at(grace_s)`, then cancel those still running and wait (bounded by the margin)
+        until they answered. Returns how many were cancelled."""
+        self.close()
         loop = asyncio.get_running_loop()
         start = loop.time()  # the grace period is real time: grpc.aio's stop counts it so
         wait_s = answer_at(grace_s)
@@ -82,6 +137,14 @@ class Drain:
             self._cancelled.add(task)
             task.cancel()
         return victims
+
+
+async def _next(source: AsyncIterator[_T]) -> tuple[_T] | None:
+    """The next item in a 1-tuple (so that any value, None too, is told from the end)."""
+    try:
+        return (await anext(source),)
+    except StopAsyncIteration:
+        return None
 
 
 class _Tracked:

@@ -130,6 +130,7 @@ def build_listener(
                     runtime.approvals,
                     authenticate=stage1.actor,
                     listener=listener,
+                    drain=runtime.drain,
                     view=lambda record: to_proto(
                         record,
                         include_input=True,

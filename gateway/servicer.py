@@ -168,10 +168,13 @@ class CapabilityGatewayServicer(gateway_pb2_grpc.CapabilityGatewayServicer):  # 
                 remaining = context.time_remaining()
                 if remaining is not None:
                     wait = min(wait, max(remaining - 0.05, 0.0))
-                record = (
-                    await self._rt.approvals.wait(request.approval_id, min(wait, _MAX_WAIT_S))
-                    or record
+                # A shutdown ends the wait with the approval's state as it is then (drain.py).
+                waited = await self._rt.drain.or_closing(
+                    self._rt.approvals.wait(request.approval_id, min(wait, _MAX_WAIT_S))
                 )
+                if waited is None and self._rt.drain.closing:
+                    waited = await self._own_approval(request.approval_id, actor)
+                record = waited or record
         except CapabilityError as err:
             return gateway_pb2.GetApprovalResponse(error=error_to_proto(err))
         return gateway_pb2.GetApprovalResponse(

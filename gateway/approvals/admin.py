@@ -24,6 +24,7 @@ from gateway.approvals.events import WatchGap
 from gateway.approvals.records import ApprovalRecord, Status
 from gateway.approvals.store import RedisApprovalStore
 from gateway.auth.base import AuthenticationFailed
+from gateway.drain import Drain
 from gateway.errors import CapabilityError, Code
 from gateway.model import Actor
 from gateway.settings import Listener
@@ -59,8 +60,11 @@ class ApprovalAdminServicer(admin_pb2_grpc.ApprovalAdminServicer):  # type: igno
         authenticate: Authenticate,
         listener: Listener,
         view: View | None = None,
+        drain: Drain | None = None,
     ) -> None:
         self._store = store
+        # A shutdown ends watch streams with status OK before the grace period ends.
+        self._drain = drain
         self._authenticate = authenticate
         self._listener = listener
         self._view = view or _default_view
@@ -167,7 +171,10 @@ class ApprovalAdminServicer(admin_pb2_grpc.ApprovalAdminServicer):  # type: igno
             return
         visible = self._visible(caller)
         try:
-            async for event in self._store.watch(request.after_event_id or None):
+            events = self._store.watch(request.after_event_id or None)
+            if self._drain is not None:
+                events = self._drain.until_closing(events)
+            async for event in events:
                 if event.record is None or not visible(event.record):
                     continue
                 yield admin_pb2.ApprovalEvent(
