@@ -94,6 +94,7 @@ demo: venv
 
 bench: venv
 	$(PY) -m bench.run
+	$(PY) -m bench.profile --seconds 6 --summary
 
 bench-quick: venv
 	BENCH_QUICK=1 $(PY) -m bench.run

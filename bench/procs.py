@@ -148,7 +148,7 @@ def proxy(run_dir: Path, upstream_address: str) -> Proc:
 
 def gateway(
     run_dir: Path, name: str, config: Path, *, workers: int = 1, env: dict[str, str] | None = None
-) -> Proc:
+) -> Pending:
     ready = run_dir / f"{name}.ready.json"
     argv = python(
         "gateway.cli",

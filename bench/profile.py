@@ -7,7 +7,12 @@ ranked by their own time and by cumulative time, each as µs per governed call. 
 pure-Python call overhead and counts every resumption of a coroutine as a call; use the ranking,
 and take absolute µs from bench.micro and report.json's per-stage figures (unprofiled).
 
-    python -m bench.profile [--seconds 10] [--concurrency 16]
+    python -m bench.profile [--seconds 10] [--concurrency 16] [--summary]
+
+The first table is the per-stage breakdown `make bench` prints: own time summed by code area
+(each pipeline stage module under gateway/stages/, the gateway packages such as gateway/audit
+and gateway/upstream, policy/, grpc, redis-py, OpenTelemetry, the event loop, the standard
+library), so every µs is counted once and the areas add up to the profiled call.
 """
 
 from __future__ import annotations
@@ -30,6 +35,77 @@ from gateway.redis_server import RedisProcess
 from gateway.serve import start
 
 OUT = Path(__file__).parent / "out" / "profile.txt"
+
+
+_STDLIB = Path(os.__file__).resolve().parent
+_ROOT = Path(__file__).resolve().parent.parent
+_BUILTIN_AREAS = (  # C functions (path "~"), told apart by what they are a method of
+    ("grpc", "grpc (C core, Cython)"),
+    ("cel", "CEL native"),
+    ("Ed25519", "signing (cryptography)"),
+    ("EllipticCurve", "signing (cryptography)"),
+    ("orjson", "orjson"),
+    ("select", "event loop (uvloop, selectors)"),
+    ("uvloop", "event loop (uvloop, selectors)"),
+)
+
+
+def area(path: str, func: str) -> str:
+    """The code area a profiled function belongs to: a pipeline stage module, a gateway
+    package, a third-party distribution, the event loop, or the standard library."""
+    if path == "<string>":  # fastjsonschema compiles validators from source at load
+        return "schema validation (fastjsonschema)"
+    if path == "~":
+        for needle, name in _BUILTIN_AREAS:
+            if needle in func:
+                return name
+        return "C builtins (other)"
+    where = Path(path).resolve()
+    parts = where.parts
+    if "site-packages" in parts:
+        package = parts[parts.index("site-packages") + 1].split(".")[0]
+        if package in ("grpc", "uvloop"):
+            return {"grpc": "grpc (Python layer)", "uvloop": "event loop (uvloop, selectors)"}[
+                package
+            ]
+        return package
+    try:
+        rel = where.relative_to(_ROOT)
+    except ValueError:
+        rel = None
+    if rel is not None and rel.parts and rel.parts[0] in ("gateway", "policy", "capgate", "bench"):
+        if rel.parts[:2] == ("gateway", "stages"):
+            return f"stage: gateway/stages/{rel.stem}"
+        if len(rel.parts) > 2:
+            return "/".join(rel.parts[:2])
+        return rel.with_suffix("").as_posix()
+    try:
+        std = where.relative_to(_STDLIB)
+        return "asyncio (stdlib)" if std.parts and std.parts[0] == "asyncio" else "stdlib (other)"
+    except ValueError:
+        return "other"
+
+
+def breakdown(stats: pstats.Stats, calls: int) -> str:
+    """Own CPU time per governed call, summed by code area (each µs counted once; a generic C
+    builtin is charged to its callers' areas)."""
+    totals: dict[str, float] = {}
+    for (path, _line, func), (_cc, _n, tottime, _cum, callers) in stats.stats.items():  # type: ignore[attr-defined]
+        key = area(path, func)
+        if key == "C builtins (other)" and callers:
+            # A generic builtin (isinstance, dict.get, hmac_digest, ...) is charged to the areas
+            # that called it, in proportion to the own time each caller's calls took.
+            for (c_path, _c_line, c_func), caller in callers.items():
+                owner = area(c_path, c_func)
+                totals[owner] = totals.get(owner, 0.0) + caller[2]
+            continue
+        totals[key] = totals.get(key, 0.0) + tottime
+    whole = sum(totals.values()) or 1.0
+    out = [f"{'own µs/call':>12} {'share':>6}  area"]
+    for key, seconds in sorted(totals.items(), key=lambda kv: -kv[1]):
+        out.append(f"{seconds / calls * 1e6:12.1f} {seconds / whole:6.1%}  {key}")
+    out.append(f"{whole / calls * 1e6:12.1f} {1:6.0%}  total (cProfile inflates pure-Python calls)")
+    return "\n".join(out)
 
 
 def _table(stats: pstats.Stats, key: str, calls: int, limit: int) -> str:
@@ -98,6 +174,9 @@ async def profile(seconds: float, concurrency: int) -> str:
             f"{result['elapsed_s']} s under cProfile ({result['calls_per_s']} calls/s, "
             f"p50 {result['p50_ms']} ms); figures are per governed call",
             "",
+            "== per-stage breakdown: own time by code area ==",
+            breakdown(stats, calls),
+            "",
             "== by own time ==",
             _table(stats, "tottime", calls, 45),
             "",
@@ -112,11 +191,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument(
+        "--summary", action="store_true", help="print only the per-stage breakdown (make bench)"
+    )
     args = parser.parse_args()
     OUT.parent.mkdir(parents=True, exist_ok=True)
     text = uvloop.run(profile(args.seconds, args.concurrency))
     OUT.write_text(text)
-    print(text)
+    print(text.split("\n\n== by own time ==")[0] if args.summary else text)
     print(f"wrote {OUT}")
 
 

@@ -1,0 +1,305 @@
+"""`python -m bench.rounds`: the three governed/proxy ratios from interleaved rounds.
+
+On a shared machine one side-by-side pair can land on either side of someone else's burst, so
+this runs R rounds of (governed, proxy) pairs — governed first in even rounds, proxy first in
+odd ones — at 1 and at 64 calls in flight, with bench/load.py (the project's generator) and,
+when scripts/ghz.sh can provide it, with ghz (an independent Go generator). Each round gives one
+ratio per figure; the report is the median and the range over the rounds:
+
+- `governed_vs_proxy_cpu`: gateway CPU per governed call / the bare proxy's, at 64 in flight;
+- `governed_vs_proxy_throughput`: calls/s at 64 in flight, governed / proxy;
+- `governed_vs_proxy_p50`: p50 at 1 in flight, governed / proxy.
+
+One Redis, one upstream, the bare proxy and one production-shaped gateway (3 policies, audit
+batched to Redis, tracing on but unsampled), as in `bench.run`. The generators run at the same
+nice level as the servers. Writes bench/out/rounds.json. Figures are reported, never asserted.
+
+    python -m bench.rounds --rounds 7 --seconds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench import fixtures, procs, scenarios
+from gateway.redis_server import RedisProcess
+
+OUT = Path(__file__).parent / "out"
+PROTO = procs.ROOT / "proto"
+GHZ_SCRIPT = procs.ROOT / "scripts" / "ghz.sh"
+GATEWAY_PROTO = "capgate/v1/gateway.proto"
+PROCEDURE_PROTO = "capgate/v1/procedure.proto"
+
+
+def ghz_binary() -> str | None:
+    try:
+        done = subprocess.run(
+            ["bash", str(GHZ_SCRIPT)], check=True, capture_output=True, text=True, timeout=900
+        )
+    except (subprocess.SubprocessError, OSError):
+        return None
+    return done.stdout.strip().splitlines()[-1] or None
+
+
+class Ghz:
+    """One ghz run per job; CPU of the server pids is read around it like Harness.job does."""
+
+    def __init__(self, binary: str, run_dir: Path) -> None:
+        self.binary = binary
+        self.run_dir = run_dir
+
+    def run(
+        self,
+        *,
+        target: str,
+        call: str,
+        proto: str,
+        request: bytes,
+        metadata: dict[str, str],
+        concurrency: int,
+        seconds: float,
+        count: int,
+    ) -> dict[str, Any]:
+        data = self.run_dir / f"ghz-{call}.bin"
+        data.write_bytes(request)
+        argv = [
+            self.binary,
+            "--insecure",
+            "--proto",
+            str(PROTO / proto),
+            "--import-paths",
+            str(PROTO),
+            "--call",
+            call,
+            "--binary-file",
+            str(data),
+            "--concurrency",
+            str(concurrency),
+            "--connections",
+            "1",
+            "--cpus",
+            "1",
+            "--total",
+            str(count),
+            "--duration",
+            f"{seconds}s",
+            "--format",
+            "json",
+        ]
+        if metadata:
+            argv += ["--metadata", json.dumps(metadata)]
+        done = subprocess.run([*argv, target], check=False, capture_output=True, timeout=600)
+        if done.returncode != 0 and not done.stdout:
+            return {"failed": done.stderr.decode(errors="replace")[-300:]}
+        out = json.loads(done.stdout)
+        dist = {round(d["percentage"]): d["latency"] for d in out.get("latencyDistribution") or []}
+        codes = out.get("statusCodeDistribution") or {}
+        ok = int(codes.get("OK", 0))
+        return {
+            "calls": ok,
+            "errors": int(out.get("count", 0)) - ok,
+            "calls_per_s": float(out.get("rps", 0.0)),
+            "p50_ms": dist.get(50, 0) / 1e6,
+            "p99_ms": dist.get(99, 0) / 1e6,
+        }
+
+
+def _cpu(pids: tuple[int, ...]) -> float:
+    return sum(procs.cpu_seconds(pid) for pid in pids)
+
+
+def measure(run: Callable[[], dict[str, Any]], pids: tuple[int, ...]) -> dict[str, Any]:
+    before = _cpu(pids)
+    result: dict[str, Any] = run()
+    if result.get("failed"):
+        return result
+    n = max(result["calls"] + result["errors"] + result.get("warmup_calls", 0), 1)
+    result["server_cpu_us"] = round((_cpu(pids) - before) / n * 1e6, 1)
+    return result
+
+
+def _summary(values: list[float]) -> dict[str, Any]:
+    if not values:
+        return {"median": None, "min": None, "max": None, "n": 0}
+    return {
+        "median": round(statistics.median(values), 3),
+        "min": round(min(values), 3),
+        "max": round(max(values), 3),
+        "n": len(values),
+    }
+
+
+def rounds(n_rounds: int, seconds: float, use_ghz: bool) -> dict[str, Any]:
+    run_dir = Path(tempfile.mkdtemp(prefix="cgr-"))
+    started: list[procs.Proc] = []
+    redis = RedisProcess(run_dir / "redis").start()
+    gen: procs.Generator | None = None
+    pairs: dict[str, list[dict[str, Any]]] = {"load": [], "ghz": []}
+    try:
+        up = procs.upstream(run_dir)
+        started.append(up)
+        upstream = f"127.0.0.1:{up.ready['port']}"
+        secret, hmac_key = fixtures.new_secret(), fixtures.new_secret()
+        gw_dir = run_dir / "a"
+        gw_dir.mkdir()
+        cfg = fixtures.gateway_config(
+            run_dir=gw_dir,
+            upstream=upstream,
+            redis_url=redis.url,
+            secret=secret,
+            hmac_key=hmac_key,
+            audit="best_effort",
+            prometheus=None,
+            ports=(0, 0),
+        )
+        pending = procs.gateway(
+            run_dir,
+            "gw-a",
+            fixtures.write_config(gw_dir / "gateway.yaml", cfg),
+            env=procs.gateway_env(run_dir),
+        )
+        started.append(pending.proc)
+        px = procs.proxy(run_dir, upstream)
+        started.append(px)
+        gw = pending.wait()
+        gen = procs.Generator(run_dir)
+        ghz = None
+        if use_ghz:
+            binary = ghz_binary()
+            ghz = Ghz(binary, run_dir) if binary else None
+        gw_pids = tuple(gw.ready.get("pids", [gw.popen.pid]))
+        agents = f"127.0.0.1:{gw.ready['ports']['agents']}"
+        md = fixtures.bearer(secret, fixtures.AGENT, "capgate")
+        proxy_addr = f"127.0.0.1:{px.ready['port']}"
+        proc_req = fixtures.procedure_request()
+        inv_req = fixtures.invoke_request("bench.p3")
+        sides = {
+            "governed": (
+                scenarios.invoke(agents, "bench.p3", md),
+                gw_pids,
+                (agents, "capgate.v1.CapabilityGateway.Invoke", GATEWAY_PROTO, inv_req, md),
+            ),
+            "proxy": (
+                scenarios.unary(proxy_addr, scenarios.PROCEDURE, proc_req, "procedure"),
+                (px.popen.pid,),
+                (proxy_addr, "capgate.v1.Procedure.Invoke", PROCEDURE_PROTO, proc_req, []),
+            ),
+        }
+        for r in range(n_rounds):
+            order = ("governed", "proxy") if r % 2 == 0 else ("proxy", "governed")
+            for tool in ("load", "ghz"):
+                if tool == "ghz" and ghz is None:
+                    continue
+                pair: dict[str, Any] = {}
+                for level in (1, 64):
+                    for side in order:
+                        spec, pids, g = sides[side]
+                        if tool == "load":
+                            job = {
+                                "concurrency": level,
+                                "count": 200_000,
+                                "seconds": seconds,
+                                "warmup": 100,
+                                **spec,
+                            }
+                            res = measure(functools.partial(gen.run, job), pids)
+                        else:
+                            assert ghz is not None
+                            target, call, proto, req, meta = g
+                            res = measure(
+                                functools.partial(
+                                    ghz.run,
+                                    target=target,
+                                    call=call,
+                                    proto=proto,
+                                    request=req,
+                                    metadata=dict(meta),
+                                    concurrency=level,
+                                    seconds=seconds,
+                                    count=200_000,
+                                ),
+                                pids,
+                            )
+                        pair[f"{side}_{level}"] = res
+                        print(
+                            f"round {r} {tool:<4} {side:<8} {level:>2}: "
+                            f"p50 {res.get('p50_ms', 0):.3f} ms {res.get('calls_per_s', 0):.0f}/s "
+                            f"cpu {res.get('server_cpu_us')} µs err {res.get('errors')} "
+                            f"{res.get('failed', '')}",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                pairs[tool].append(pair)
+    finally:
+        if gen is not None:
+            gen.stop()
+        procs.stop_all(started, timeout_s=3.0)
+        redis.stop()
+
+    def ratio(p: dict[str, Any], key: str, level: int) -> float | None:
+        g, x = p.get(f"governed_{level}", {}), p.get(f"proxy_{level}", {})
+        if g.get("failed") or x.get("failed") or not g.get(key) or not x.get(key):
+            return None
+        return float(g[key]) / float(x[key])
+
+    out: dict[str, Any] = {
+        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "rounds": n_rounds,
+        "seconds_per_cell": seconds,
+    }
+    for tool, ps in pairs.items():
+        if not ps:
+            continue
+        figures: dict[str, Any] = {}
+        for name, key, level in (
+            ("governed_vs_proxy_cpu", "server_cpu_us", 64),
+            ("governed_vs_proxy_throughput", "calls_per_s", 64),
+            ("governed_vs_proxy_p50", "p50_ms", 1),
+            ("governed_vs_proxy_cpu_1", "server_cpu_us", 1),
+        ):
+            vals = [v for p in ps if (v := ratio(p, key, level)) is not None]
+            figures[name] = _summary(vals)
+        for side in ("governed", "proxy"):
+            for level in (1, 64):
+                for key in ("server_cpu_us", "calls_per_s", "p50_ms"):
+                    vals = [
+                        float(p[f"{side}_{level}"][key])
+                        for p in ps
+                        if not p.get(f"{side}_{level}", {}).get("failed")
+                        and p.get(f"{side}_{level}", {}).get(key) is not None
+                    ]
+                    figures[f"{side}_{level}_{key}"] = _summary(vals)
+        out[tool] = {"ratios": figures, "raw": ps}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--no-ghz", action="store_true")
+    parser.add_argument("--out", type=Path, default=OUT / "rounds.json")
+    args = parser.parse_args(argv)
+    result = rounds(args.rounds, args.seconds, not args.no_ghz)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    for tool in ("load", "ghz"):
+        if tool in result:
+            for name, s in result[tool]["ratios"].items():
+                if name.startswith("governed_vs"):
+                    print(f"{tool:<4} {name:<30} {s['median']} ({s['min']}-{s['max']}, n={s['n']})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
