@@ -57,9 +57,12 @@ class Upstream:
         return sum(n for key, n in self.state.recorder.calls.items() if key.endswith(method))
 
 
-@pytest.fixture
+AUDIT_STREAM = f"{PREFIX}:audit"
+
+
+@pytest.fixture(params=["best-effort"])
 async def release_env(
-    redis_server: RedisProcess, tmp_path: Path
+    request: pytest.FixtureRequest, redis_server: RedisProcess, tmp_path: Path
 ) -> AsyncIterator[tuple[Env, Upstream]]:
     upstream = Upstream()
     await upstream.start()
@@ -67,6 +70,8 @@ async def release_env(
     data["upstreams"]["orders"]["descriptor_set"] = str(HERE / "../../examples/orders/orders.pb")
     data["policies"]["paths"] = [str(HERE / "../../examples/policies")]
     data["redis"]["key_prefix"] = PREFIX
+    if request.param == "strict":  # capability.started must reach the Redis stream first
+        data["audit"].update(strict=True, sinks=["redis"], redis_stream=AUDIT_STREAM)
     config = tmp_path / "gateway.yaml"
     config.write_text(yaml.safe_dump(data))
     run_dir = tempfile.mkdtemp(prefix="cg-")
@@ -191,3 +196,30 @@ async def test_a_stage_9_deny_keeps_the_approval_consumed_and_denied(
     assert "approval_released" not in events[-1]
     assert await env.resume(approval.id) == denied  # the stored denial
     assert upstream.calls(REFUND) == 0
+
+
+@pytest.mark.parametrize("release_env", ["strict"], indirect=True)
+async def test_strict_audit_failing_after_the_consume_gives_the_approval_back(
+    release_env: tuple[Env, Upstream], redis_server: RedisProcess
+) -> None:
+    """AUDIT_UNAVAILABLE at stage 10 (the strict audit write refused: the stream key turned into
+    a string) comes after the consume and before any upstream call: given back."""
+    env, upstream = release_env
+    approval = await request_approval(env)
+    await decide(env, approval)
+    client = aioredis.Redis.from_url(redis_server.url)
+    try:
+        await client.delete(AUDIT_STREAM)
+        await client.set(AUDIT_STREAM, "not a stream")
+        failed = await env.resume(approval.id)
+        assert code(failed) == "AUDIT_UNAVAILABLE", failed
+        assert failed.failed.execution_state == types_pb2.EXECUTION_STATE_NOT_STARTED
+        assert await status_of(redis_server, approval.id) == "approved"
+        assert upstream.calls(REFUND) == 0
+        await client.delete(AUDIT_STREAM)
+    finally:
+        await client.aclose()
+    resumed = await env.resume(approval.id)
+    assert resumed.WhichOneof("outcome") == "completed", resumed
+    assert upstream.calls(REFUND) == 1
+    assert await status_of(redis_server, approval.id) == "executed"
