@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from ssl import SSLContext
 
 
 @dataclass
@@ -15,6 +16,7 @@ class Seen:
     target: str  # the request-target exactly as sent: "/api/a%2Fb?x=1"
     headers: list[tuple[str, str]]
     body: bytes
+    peer_cert: dict[str, object] | None = None  # over TLS: the client certificate, if any
 
     def header(self, name: str) -> str | None:
         return next((v for k, v in self.headers if k.lower() == name.lower()), None)
@@ -43,8 +45,8 @@ class HttpServer:
         self._server: asyncio.Server | None = None
         self.port = 0
 
-    async def start(self) -> HttpServer:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+    async def start(self, ssl: SSLContext | None = None) -> HttpServer:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=ssl)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -80,7 +82,8 @@ class HttpServer:
                     headers.append((name, value.strip()))
                 length = int(next((v for k, v in headers if k.lower() == "content-length"), "0"))
                 body = await reader.readexactly(length) if length else b""
-                seen = Seen(method, target, headers, body)
+                peer = writer.get_extra_info("peercert")
+                seen = Seen(method, target, headers, body, peer)
                 self.seen.append(seen)
                 answer = self._next(seen)
                 if answer.hang:
