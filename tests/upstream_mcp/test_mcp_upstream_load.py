@@ -18,7 +18,7 @@ from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
 from gateway.redis_server import RedisProcess
 from gateway.serve import start
-from gateway.snapshot import SnapshotError, build_snapshot
+from gateway.snapshot import SnapshotError, build_snapshot, check_snapshot
 from gateway.upstream.channels import ChannelPool
 from tests.upstream_mcp.conftest import HERE, McpEnv, environ
 
@@ -120,3 +120,17 @@ async def test_a_server_gone_after_load_never_started_the_call(
         await agents.close()
         await admin.close()
         await gw.stop(0.5)
+
+
+async def test_config_check_without_resolving_contacts_no_server(
+    tmp_path: Path, redis_server: RedisProcess
+) -> None:
+    odd = await serve(make=odd_server)
+    env = environ(odd, redis_server.url)
+    await odd.stop()  # nothing listens: a check that connected would fail
+    path = tmp_path / "gateway.yaml"
+    path.write_text(CONFIG)
+    pool = ChannelPool()
+    checked = await check_snapshot(load_settings(path, environ=env), pool, resolve_reflection=False)
+    await pool.close()
+    assert checked.unresolved == ("odd.pair", "odd.missing")
