@@ -66,14 +66,6 @@ class Stage:
         object.__setattr__(self, "label", (self.name,))
 
 
-# The result cache (ADR 0024, docs/cache.md). The lookup after controls (10): stages 1-10 ran,
-# so exposure, validation, policies, the approval gate, execution-phase policies, the
-# idempotency claim and `capability.started` are never skipped by a hit. The store right after
-# output validation (12): only an output stage 12 accepted is stored, validated and before
-# post-hooks and redaction, which run per request on a hit too.
-CACHE_LOOKUP = Stage(10, "cache-lookup", cache_lookup)
-CACHE_STORE = Stage(12, "cache-store", cache_store)
-
 # Governance hooks (seed 002, ADR 0027, docs/hooks.md). Pre-hooks after the actor check (6):
 # they see only validated input from a well-formed actor, of a capability exposure and the
 # input-free hide policies let through; before the invocation policies (7) so that their
