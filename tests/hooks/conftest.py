@@ -22,9 +22,12 @@ from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
 from gateway.redis_server import RedisProcess
 from gateway.serve import start
+from tests.config.conftest import base, config_dir, env, write
 from tests.gateway.conftest import gateway_environ
 from tests.gateway.harness import Env
 from tests.hooks.script import Script
+
+__all__ = ["base", "config_dir", "env", "write"]  # the config tests' fixtures, for ours
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
