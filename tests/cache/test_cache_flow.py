@@ -373,3 +373,25 @@ async def test_an_idempotent_repeat_replays_the_journal_before_the_cache(env: En
     assert other_key.execution_id != first.execution_id and other_key.attempts == 0  # a hit
     assert await env.upstream_calls(GET) == 1
     assert await completed_cache_field(env, other_key) == "hit"
+
+
+async def test_a_slow_redis_is_a_miss_within_cache_timeout(env: Env, cache_redis: Any) -> None:
+    """Redis answers nothing for 1.5 s (CLIENT PAUSE): a lookup gives up after cache.timeout
+    (200ms here) and the call runs upstream. Without the bound the warm entry would answer
+    once the pause ends, inside the client's 2 s operation timeout: a hit, not a miss."""
+    order = {"order_id": "o-1001"}
+    await invoke(env, "orders.get", order)
+    unavailable = metrics.cache_lookups.value(("orders.get", "unavailable"))
+    client = aioredis.from_url(cache_redis.url)
+    try:
+        await client.execute_command("CLIENT", "PAUSE", 1500, "ALL")
+        result = await invoke(env, "orders.get", order)
+    finally:
+        await client.aclose()
+    assert output(result)["order_id"] == "o-1001"
+    assert result.attempts == 1
+    assert metrics.cache_lookups.value(("orders.get", "unavailable")) == unavailable + 1
+    assert await env.upstream_calls(GET) == 2
+    await asyncio.sleep(1.6)  # the pause ends; the abandoned commands finish in the background
+    await invoke(env, "orders.get", order)
+    assert await env.upstream_calls(GET) == 2  # a hit again
