@@ -395,3 +395,35 @@ async def test_a_slow_redis_is_a_miss_within_cache_timeout(env: Env, cache_redis
     await asyncio.sleep(1.6)  # the pause ends; the abandoned commands finish in the background
     await invoke(env, "orders.get", order)
     assert await env.upstream_calls(GET) == 2  # a hit again
+
+
+async def test_a_changed_mapper_refuses_a_pending_approval(env: Env, config_dir: Path) -> None:
+    asked = await invoke(env, "orders.list", {"size": 2}, "carol", customer="c-1")
+    assert asked.WhichOneof("outcome") == "approval_required"
+    approval = asked.approval_required.approval
+    gateway_yaml = config_dir / "gateway.yaml"
+    before = gateway_yaml.read_text()
+    environ = env.environ  # type: ignore[attr-defined]
+    try:
+        changed = before.replace("input.size : 20}", "input.size : 5}")
+        assert changed != before
+        gateway_yaml.write_text(changed)
+        await env.gw.reload(load_settings(gateway_yaml, environ=environ))
+        await env.admin().DecideApproval(
+            admin_pb2.DecideApprovalRequest(
+                approval_id=approval.id,
+                verdict=admin_pb2.VERDICT_APPROVE,
+                input_hash=approval.input_hash,
+            ),
+            metadata=env.metadata("admin", "bob"),
+        )
+        bearer = [("authorization", f"Bearer {token('carol', customer='c-1')}")]
+        resumed = await env.gateway().Resume(
+            gateway_pb2.ResumeRequest(approval_id=approval.id), metadata=bearer
+        )
+    finally:
+        gateway_yaml.write_text(before)
+        await env.gw.reload(load_settings(gateway_yaml, environ=environ))
+    assert resumed.WhichOneof("outcome") == "failed"
+    assert resumed.failed.code == types_pb2.ERROR_CODE_APPROVAL_INPUT_MISMATCH
+    assert await env.upstream_calls("procedure:orders.list") == 0
