@@ -1,4 +1,6 @@
-"""`capgate config check FILE [--resolve-reflection]` and `capgate config schema`.
+"""`capgate config check FILE [--resolve-reflection]`, `capgate config schema` and
+`capgate config openapi FILE --upstream NAME` (capabilities drafted from an OpenAPI 3 document,
+gateway/upstream/openapi.py).
 
 `check` runs the loader `capgate serve` runs (`gateway.config.everything.load_everything`)
 without starting Redis or binding a port: the YAML, the schema, the semantic checks, every
@@ -17,14 +19,19 @@ import argparse
 import asyncio
 import json
 import logging
+import re
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
 
 from gateway.cliargs import Parser
 from gateway.config.everything import Loaded, load_everything
 from gateway.config.problems import ConfigError
 from gateway.config.schema import config_schema
 from gateway.upstream.channels import ChannelPool
+from gateway.upstream.openapi import draft_capabilities
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,6 +51,16 @@ def _parser() -> argparse.ArgumentParser:
         "server reflection (without it their methods are not checked)",
     )
     commands.add_parser("schema", help="print the config JSON Schema")
+    openapi = commands.add_parser(
+        "openapi",
+        help="draft capabilities for a kind http upstream from an OpenAPI 3 document",
+        description="Print capabilities (YAML) for every operation of an OpenAPI 3 document "
+        "that maps onto a kind http upstream, hidden (expose: {}) until reviewed; operations "
+        "that cannot be mapped are listed on stderr with the reason.",
+    )
+    openapi.add_argument("file", help="OpenAPI 3 document (YAML or JSON)")
+    openapi.add_argument("--upstream", required=True, help="the kind http upstream's name")
+    openapi.add_argument("--prefix", default="", help="capability id prefix (default: upstream)")
     return parser
 
 
@@ -55,6 +72,8 @@ def main(argv: Sequence[str]) -> int:
     if args.command == "schema":
         print(json.dumps(config_schema(), indent=2))
         return 0
+    if args.command == "openapi":
+        return _openapi(args.file, upstream=args.upstream, prefix=args.prefix)
     return _check(args.file, resolve_reflection=args.resolve_reflection)
 
 
@@ -64,6 +83,23 @@ async def _load(file: str, *, resolve_reflection: bool) -> Loaded:
         return await load_everything(file, pool, bind=False, resolve_reflection=resolve_reflection)
     finally:
         await pool.close()
+
+
+def _openapi(file: str, *, upstream: str, prefix: str) -> int:
+    try:
+        document = yaml.safe_load(Path(file).read_text())
+        draft = draft_capabilities(
+            document if isinstance(document, dict) else {},
+            upstream=upstream,
+            prefix=prefix or re.sub(r"[^a-z0-9_-]+", "_", upstream.lower()).strip("_") or "api",
+        )
+    except (OSError, yaml.YAMLError, ValueError) as exc:
+        print(f"{file}: {exc}", file=sys.stderr)
+        return 1
+    for reason in draft.skipped:
+        print(f"skipped {reason}", file=sys.stderr)
+    print(yaml.safe_dump({"capabilities": draft.capabilities}, sort_keys=False), end="")
+    return 0
 
 
 def _check(file: str, *, resolve_reflection: bool) -> int:

@@ -79,6 +79,7 @@ PUBLIC = {
     ],
     "httpspec": ["BODY_METHODS", "HttpRoute", "HttpUpstream", "PathPart", "parse_template"],
     "targets": ["LOAD_TIMEOUT_S", "Target", "prepare_target"],
+    "openapi": ["Draft", "draft_capabilities"],
     "mcpspec": ["HANDSHAKE_VERSIONS", "STATELESS_VERSION", "McpUpstream", "Protocol"],
     "mcpclient": ["CLIENT_INFO", "McpClient", "McpProtocolError"],
     "mcpcall": [
