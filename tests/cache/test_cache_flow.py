@@ -5,6 +5,7 @@ request; entries are scoped; a reload, the TTL or Redis being down never serve s
 from __future__ import annotations
 
 import asyncio
+import random
 from pathlib import Path
 from typing import Any
 
@@ -427,3 +428,19 @@ async def test_a_changed_mapper_refuses_a_pending_approval(env: Env, config_dir:
     assert resumed.WhichOneof("outcome") == "failed"
     assert resumed.failed.code == types_pb2.ERROR_CODE_APPROVAL_INPUT_MISMATCH
     assert await env.upstream_calls("procedure:orders.list") == 0
+
+
+async def test_inputs_equal_once_validated_share_an_entry(env: Env) -> None:
+    """The key holds the canonical hash of the validated input, not the caller's bytes: a
+    seeded family of spellings of one input (whitespace, escapes) all hit the first entry."""
+    rng = random.Random(19)
+    bearer = [("authorization", f"Bearer {token('alice')}")]
+    spellings = [b'{"order_id":"o-1001"}', b'{"order_id":"o-1\\u0030\\u00301"}']
+    for _ in range(8):
+        pad = [b" " * rng.randrange(3), b"\n" * rng.randrange(2), b"\t" * rng.randrange(2)]
+        rng.shuffle(pad)
+        spellings.append(pad[0] + b"{" + pad[1] + b'"order_id"' + pad[2] + b':"o-1001"}')
+    for raw in spellings:
+        request = gateway_pb2.InvokeRequest(capability_id="orders.get", input_json=raw)
+        output(await env.gateway().Invoke(request, metadata=bearer, timeout=10))
+    assert await env.upstream_calls(GET) == 1
