@@ -74,7 +74,13 @@ class Recorder:
         except ActorTokenInvalid as err:
             reason = f"actor token refused: {err.reason}"
             raise Refusal(grpc.StatusCode.UNAUTHENTICATED, reason) from None
-        if claims.get("exec_id") != record.execution_id or claims.get("cap") != record.capability:
+        # The gateway reuses a token across executions (DESIGN §12, amended 2026-12-01): the
+        # execution id and capability are metadata beside it; a token that names them (signed
+        # before reuse) must agree with that metadata.
+        if not record.execution_id or not record.capability:
+            raise Refusal(grpc.StatusCode.UNAUTHENTICATED, "execution id and capability required")
+        named = (claims.get("exec_id", record.execution_id), claims.get("cap", record.capability))
+        if named != (record.execution_id, record.capability):
             raise Refusal(grpc.StatusCode.UNAUTHENTICATED, "actor token is for another call")
         record.actor_verified = True
         record.actor_id, record.actor_kind = claims["sub"], claims["kind"]

@@ -6,9 +6,18 @@ so its middleware can verify it against the gateway's published JWKS (`capgate_c
 
 Header: `alg`, `kid`, `typ: capgate-actor+jwt` (explicit typing, RFC 8725 §3.11).
 Claims: `iss` (the gateway), `aud` (the upstream's name), `sub` (actor id), `actor_iss` (the
-actor's own issuer: identity is the pair, §12), `kind`, `roles`, `exec_id`, `cap`, `surface`,
-`approval_id` / `approver` when the call was approved, `iat`, `exp` (≤ 60 s later), `jti`.
-The token is signed per call: `exec_id` and `jti` differ on every call, so it cannot be cached.
+actor's own issuer: identity is the pair, §12), `kind`, `roles`, `surface`, `approval_id` /
+`approver` when the call was approved, `iat`, `exp` (≤ 60 s later), `jti` (one per token).
+
+Reuse (DESIGN §12, amended 2026-12-01; ADR 0027): the token names no execution. The execution
+id and the capability travel beside it as `x-capgate-execution-id` / `x-capgate-capability`,
+so one token serves every call of the same (actor identity, kind and roles, upstream, surface)
+for the first half of its lifetime: every token an upstream receives has at least half its
+lifetime left. A call of an approved execution gets a token of its own (approval_id/approver
+are single-use facts; caching them would only fill the cache). The cache is bounded
+(`MAX_CACHED` entries, expired ones dropped first). `exec_id` and `cap` are optional claims for
+verifiers: tokens signed before this change carry them, and a verifier then checks that the
+metadata agrees.
 """
 
 from __future__ import annotations
@@ -30,6 +39,10 @@ from gateway.settings import ActorTokenSettings
 
 TOKEN_TYPE: Final = "capgate-actor+jwt"  # noqa: S105 — a media type, not a secret
 MAX_LIFETIME_S: Final = 60  # what every verifier (capgate_client and its ports) accepts at most
+MAX_CACHED: Final = 4096  # reusable tokens kept at once (one per actor, upstream and surface)
+
+# (actor id, actor issuer, kind, roles, upstream, surface): everything a reusable token says.
+_Key = tuple[str, str, str, tuple[str, ...], str, str]
 
 
 def new_jti() -> str:
@@ -51,7 +64,8 @@ def load_signing_key(path: str) -> jws.SigningKey:
 
 
 class ActorTokenSigner:
-    """Signs one actor token per upstream call; publishes the public key as a JWKS."""
+    """Signs actor tokens (reused per actor, upstream and surface for half their lifetime);
+    publishes the public key as a JWKS."""
 
     def __init__(
         self,
@@ -80,6 +94,10 @@ class ActorTokenSigner:
         self._lifetime = settings.lifetime_s
         self._clock = clock
         self._jti = jti_factory
+        # A token is handed out again while now < iat + reuse_s (half its lifetime, rounded
+        # down; a 1 s lifetime is never reused).
+        self._reuse_s = self._lifetime // 2
+        self._cache: dict[_Key, tuple[str, int, int]] = {}  # key -> (token, iat, reuse_until)
         # The header never changes: encode it once.
         header = {"alg": self._alg, "kid": self._kid, "typ": TOKEN_TYPE}
         self._header_b64 = jws.b64url_encode(jws.dumps_compact(header))
@@ -97,13 +115,11 @@ class ActorTokenSigner:
         actor: Actor,
         *,
         upstream: str,
-        execution_id: str,
-        capability_id: str,
         surface: str,
         approval_id: str | None = None,
         approver: str | None = None,
     ) -> dict[str, Any]:
-        """The claims `sign` would sign at this instant (also what an upstream gets back)."""
+        """The claims a token signed at this instant carries (also what an upstream gets back)."""
         iat = int(self._clock())
         claims: dict[str, Any] = {
             "iss": self._issuer,
@@ -112,8 +128,6 @@ class ActorTokenSigner:
             "actor_iss": actor.issuer,
             "kind": actor.kind,
             "roles": list(actor.roles),
-            "exec_id": execution_id,
-            "cap": capability_id,
             "surface": surface,
             "iat": iat,
             "exp": iat + self._lifetime,
@@ -130,25 +144,47 @@ class ActorTokenSigner:
         actor: Actor,
         *,
         upstream: str,
-        execution_id: str,
-        capability_id: str,
         surface: str,
         approval_id: str | None = None,
         approver: str | None = None,
     ) -> str:
-        """A compact JWS for one upstream call of `actor`."""
-        claims = self.claims(
-            actor,
-            upstream=upstream,
-            execution_id=execution_id,
-            capability_id=capability_id,
-            surface=surface,
-            approval_id=approval_id,
-            approver=approver,
-        )
+        """A compact JWS for an upstream call of `actor`: the one signed for the same actor,
+        upstream and surface within the last half lifetime, else a new one."""
+        if approval_id is not None or approver is not None:
+            return self._signed(
+                self.claims(
+                    actor,
+                    upstream=upstream,
+                    surface=surface,
+                    approval_id=approval_id,
+                    approver=approver,
+                )
+            )
+        key: _Key = (actor.id, actor.issuer, actor.kind, tuple(actor.roles), upstream, surface)
+        now = self._clock()
+        hit = self._cache.get(key)
+        if hit is not None and hit[1] <= now < hit[2]:
+            return hit[0]
+        claims = self.claims(actor, upstream=upstream, surface=surface)
+        token = self._signed(claims)
+        if self._reuse_s > 0:
+            self._remember(key, (token, claims["iat"], claims["iat"] + self._reuse_s), now)
+        return token
+
+    def _signed(self, claims: dict[str, Any]) -> str:
         signing_input = f"{self._header_b64}.{jws.b64url_encode(jws.dumps_compact(claims))}"
         signature = jws.sign(self._key, signing_input.encode("ascii"))
         return f"{signing_input}.{jws.b64url_encode(signature)}"
+
+    def _remember(self, key: _Key, entry: tuple[str, int, int], now: float) -> None:
+        cache = self._cache
+        cache.pop(key, None)
+        if len(cache) >= MAX_CACHED:
+            for stale in [k for k, (_t, _iat, until) in cache.items() if now >= until]:
+                del cache[stale]
+            while len(cache) >= MAX_CACHED:  # all still fresh: drop the oldest
+                del cache[next(iter(cache))]
+        cache[key] = entry
 
     def jwks(self) -> dict[str, Any]:
         """The public JWKS upstreams verify against (one key; merge files across a rotation)."""

@@ -60,8 +60,6 @@ def forwarded_metadata(call: Call, rt: Runtime) -> list[tuple[str, str]]:
         token = rt.signer.sign(
             call.actor,
             upstream=cap.upstream,
-            execution_id=call.execution_id,
-            capability_id=cap.id,
             surface=call.surface,
             approval_id=call.approval.id if call.approval is not None else None,
             approver=approver,

@@ -21,12 +21,7 @@ from gateway.settings import ActorTokenSettings
 
 NOW = 1_800_000_000
 ACTOR = Actor(id="user-9", kind="agent", issuer="https://idp.example.com", roles=("ops", "audit"))
-CALL: dict[str, Any] = {
-    "upstream": "orders",
-    "execution_id": "exe_1",
-    "capability_id": "orders.refund",
-    "surface": "agent",
-}
+CALL: dict[str, Any] = {"upstream": "orders", "surface": "agent"}
 
 
 def _signer(**kw: Any) -> ActorTokenSigner:
@@ -64,8 +59,6 @@ def test_signed_token_carries_every_claim_and_verifies() -> None:
         "actor_iss": "https://idp.example.com",
         "kind": "agent",
         "roles": ["ops", "audit"],
-        "exec_id": "exe_1",
-        "cap": "orders.refund",
         "surface": "agent",
         "approval_id": "apr_1",
         "approver": "alice",
@@ -85,11 +78,92 @@ def test_approval_claims_appear_only_when_the_call_was_approved() -> None:
     assert "approver" not in claims
 
 
-def test_every_token_is_unique_per_call() -> None:
+def test_a_token_is_reused_for_the_same_actor_upstream_and_surface_for_half_its_life() -> None:
+    clock = FakeClock(NOW)
+    signer = ActorTokenSigner(ActorTokenSettings(lifetime_s=60), clock=clock)
+    first = signer.sign(ACTOR, **CALL)
+    clock.now = NOW + 29.9
+    assert signer.sign(ACTOR, **CALL) == first
+    claims = jws.parse_compact(first).payload
+    assert "exec_id" not in claims and "cap" not in claims  # the execution travels as metadata
+    clock.now = NOW + 30  # every token handed out has at least half its lifetime left
+    second = signer.sign(ACTOR, **CALL)
+    assert second != first
+    assert jws.parse_compact(second).payload["iat"] == NOW + 30
+    clock.now = NOW - 5  # the clock stepped back before iat: never hand out a future token
+    assert signer.sign(ACTOR, **CALL) not in (first, second)
+
+
+@pytest.mark.parametrize(
+    ("actor", "call"),
+    [
+        (
+            Actor(
+                id="user-8", kind="agent", issuer="https://idp.example.com", roles=("ops", "audit")
+            ),
+            CALL,
+        ),
+        (
+            Actor(
+                id="user-9", kind="agent", issuer="https://other.example", roles=("ops", "audit")
+            ),
+            CALL,
+        ),
+        (
+            Actor(
+                id="user-9", kind="user", issuer="https://idp.example.com", roles=("ops", "audit")
+            ),
+            CALL,
+        ),
+        (Actor(id="user-9", kind="agent", issuer="https://idp.example.com", roles=("ops",)), CALL),
+        (ACTOR, {**CALL, "upstream": "billing"}),
+        (ACTOR, {**CALL, "surface": "direct"}),
+    ],
+    ids=["actor", "actor_issuer", "kind", "roles", "upstream", "surface"],
+)
+def test_a_token_is_never_reused_across_anything_it_states(
+    actor: Actor, call: dict[str, Any]
+) -> None:
     signer = _signer()
-    tokens = {signer.sign(ACTOR, **CALL) for _ in range(3)}
-    jtis = {jws.parse_compact(t).payload["jti"] for t in tokens}
-    assert len(tokens) == len(jtis) == 3
+    base = signer.sign(ACTOR, **CALL)
+    other = signer.sign(actor, **call)
+    assert other != base
+    payload = jws.parse_compact(other).payload
+    assert (payload["sub"], payload["actor_iss"], payload["kind"], payload["roles"]) == (
+        actor.id,
+        actor.issuer,
+        actor.kind,
+        list(actor.roles),
+    )
+    assert (payload["aud"], payload["surface"]) == (call["upstream"], call["surface"])
+    assert signer.sign(ACTOR, **CALL) == base  # and each keeps its own
+
+
+def test_an_approved_call_gets_a_token_of_its_own() -> None:
+    signer = _signer()
+    plain = signer.sign(ACTOR, **CALL)
+    approved = {signer.sign(ACTOR, **CALL, approval_id="apr_1", approver="alice") for _ in range(3)}
+    assert len(approved) == 3 and plain not in approved
+    assert signer.sign(ACTOR, **CALL) == plain
+
+
+def test_the_reuse_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway.auth import actor_token  # noqa: PLC0415
+
+    monkeypatch.setattr(actor_token, "MAX_CACHED", 8)
+    clock = FakeClock(NOW)
+    signer = ActorTokenSigner(ActorTokenSettings(), clock=clock)
+    for i in range(20):
+        signer.sign(Actor(id=f"u{i}", kind="user", issuer="idp"), **CALL)
+        assert len(signer._cache) <= 8
+    clock.now = NOW + 31  # all expired for reuse: dropped first, the new one kept
+    signer.sign(ACTOR, **CALL)
+    assert len(signer._cache) == 1
+
+
+def test_a_one_second_lifetime_is_never_reused() -> None:
+    signer = _signer(settings=ActorTokenSettings(lifetime_s=1))
+    assert signer.sign(ACTOR, **CALL) != signer.sign(ACTOR, **CALL)
 
 
 def test_lifetime_is_at_most_60_seconds() -> None:
@@ -194,7 +268,7 @@ def test_jwks_is_public_and_written_atomically(tmp_path: Path) -> None:
     assert stat.S_IMODE(target.stat().st_mode) == 0o644
     assert [p.name for p in tmp_path.iterdir()] == ["jwks.json"]  # no temp file left behind
     verifier = ActorTokenVerifier.from_file(str(target), issuer="capgate", audience="orders")
-    assert verifier.verify(signer.sign(ACTOR, **CALL), now=NOW)["exec_id"] == "exe_1"
+    assert verifier.verify(signer.sign(ACTOR, **CALL), now=NOW)["surface"] == "agent"
 
 
 def test_an_independent_jose_library_verifies_the_token() -> None:

@@ -99,16 +99,48 @@ async def test_a_valid_token_reaches_the_handler_as_an_agent_context(procedure: 
     }
 
 
+REUSED = {k: v for k, v in CLAIMS.items() if k not in ("exec_id", "cap")}  # the gateway's shape
+
+
+async def test_a_reused_token_takes_the_execution_from_the_metadata(procedure: Any) -> None:
+    """DESIGN §12 (amended 2026-12-01): one token serves many executions of the same actor,
+    upstream and surface; each call's execution id and capability come beside it."""
+    token = mint(REUSED)
+    for execution in ("exe-1", "exe-2"):
+        metadata = forwarded(token, x_capgate_execution_id=execution, x_capgate_idempotency_key="")
+        answer = await procedure.Invoke(procedure_pb2.ProcedureInvokeRequest(), metadata=metadata)
+        body = orjson.loads(answer.output_json)
+        assert (body["execution_id"], body["idempotency_key"]) == (execution, execution)
+    context = read_agent_context(VERIFIER, forwarded(token))
+    assert (context.execution_id, context.capability_id) == ("exe-1", "orders.refund")
+
+
 @pytest.mark.parametrize(
     ("metadata", "reason"),
     [
         ([], "missing_token"),
+        (
+            [(k, v) for k, v in forwarded(mint(REUSED)) if k != "x-capgate-execution-id"],
+            "missing_metadata",
+        ),
+        (
+            [(k, v) for k, v in forwarded(mint(REUSED)) if k != "x-capgate-capability"],
+            "missing_metadata",
+        ),
         (forwarded(mint({**CLAIMS, "aud": "billing"})), "wrong_audience"),
         (forwarded(mint(CLAIMS), x_capgate_execution_id="exe-2"), "header_mismatch"),
         (forwarded(mint(CLAIMS), x_capgate_approval_id="apr-forged"), "header_mismatch"),
         (forwarded(mint(CLAIMS)[:-4] + "AAAA"), "bad_signature"),
     ],
-    ids=["missing", "other-audience", "execution-id-mismatch", "forged-approval", "tampered"],
+    ids=[
+        "missing",
+        "reused-without-execution-id",
+        "reused-without-capability",
+        "other-audience",
+        "execution-id-mismatch",
+        "forged-approval",
+        "tampered",
+    ],
 )
 async def test_calls_without_a_valid_context_are_refused_unauthenticated(
     procedure: Any, metadata: list[tuple[str, str]], reason: str

@@ -157,13 +157,7 @@ async def test_actor_tokens_are_verified_when_a_jwks_is_given(
     actor = Actor(id="alice", kind="user", issuer="idp")
 
     def metadata(token_for: str, execution_id: str = "exec-1") -> list[tuple[str, str]]:
-        token = signer.sign(
-            actor,
-            upstream=token_for,
-            execution_id="exec-1",
-            capability_id="orders.get",
-            surface="agent",
-        )
+        token = signer.sign(actor, upstream=token_for, surface="agent")
         return [
             ("x-capgate-execution-id", execution_id),
             ("x-capgate-capability", "orders.get"),
@@ -175,16 +169,20 @@ async def test_actor_tokens_are_verified_when_a_jwks_is_given(
         record = state.recorder.log[-1]
         assert record.actor_verified
         assert (record.actor_id, record.actor_kind) == ("alice", "user")
+        # The token is reused across executions (DESIGN §12, amended 2026-12-01): within its
+        # lifetime it proves the actor, and the execution id comes from the metadata.
+        await call({"order_id": "o-1001"}, timeout=5, metadata=metadata("orders", "exec-2"))
+        assert state.recorder.log[-1].actor_verified
         refused = [
             [],  # no token
             metadata("billing"),  # a token for another upstream
-            metadata("orders", execution_id="exec-2"),  # replayed on another execution
+            metadata("orders")[2:],  # a token without the execution id and capability beside it
         ]
         for md in refused:
             with pytest.raises(CapabilityError) as caught:
                 await call({"order_id": "o-1001"}, timeout=5, metadata=md)
             assert caught.value.code is Code.UNAUTHENTICATED
-        assert state.recorder.calls["/orders.v1.Orders/GetOrder"] == 4
+        assert state.recorder.calls["/orders.v1.Orders/GetOrder"] == 5
     finally:
         await pool.close()
 

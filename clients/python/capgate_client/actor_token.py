@@ -44,8 +44,10 @@ REASONS: Final[frozenset[str]] = frozenset(
         "lifetime_exceeded",
     }
 )  # every `ActorTokenInvalid.reason`
-_STRING_CLAIMS: Final = ("iss", "sub", "actor_iss", "kind", "exec_id", "cap", "surface", "jti")
-_OPTIONAL_STRING_CLAIMS: Final = ("approval_id", "approver")
+_STRING_CLAIMS: Final = ("iss", "sub", "actor_iss", "kind", "surface", "jti")
+# exec_id and cap are optional since the gateway reuses a token across executions (DESIGN §12,
+# amended 2026-12-01): they then travel as metadata beside it; older tokens still carry them.
+_OPTIONAL_STRING_CLAIMS: Final = ("exec_id", "cap", "approval_id", "approver")
 
 PublicKey = ed25519.Ed25519PublicKey | ec.EllipticCurvePublicKey
 

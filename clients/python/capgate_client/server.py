@@ -3,7 +3,10 @@
 The gateway forwards `x-capgate-*` metadata on every upstream call (DESIGN §8): execution id,
 capability, surface, idempotency key, correlation id, approval id, `traceparent`, and the actor
 as a token it signed. Only the token is authoritative; plain headers that repeat a signed claim
-must agree with it, or the call is refused.
+must agree with it, or the call is refused. The gateway reuses one token for the same actor,
+upstream and surface for half its lifetime, so its token carries no `exec_id`/`cap`: the
+execution id and capability then come from the metadata (both required), and a token replayed
+within its lifetime proves the actor, not the execution (docs/auth.md).
 
     verifier = ActorTokenVerifier.from_file("jwks.json", issuer="capgate", audience="orders")
     server = grpc.aio.server(interceptors=[AgentContextInterceptor(verifier)])
@@ -97,8 +100,9 @@ class AgentContext:
 
 
 class AgentContextInvalid(Exception):
-    """No acceptable agent context: an actor token reason class, `missing_token` or
-    `header_mismatch` (never token contents)."""
+    """No acceptable agent context: an actor token reason class, `missing_token`,
+    `header_mismatch` or `missing_metadata` (a token without `exec_id`/`cap` and no
+    `x-capgate-execution-id`/`x-capgate-capability` beside it); never token contents."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"capgate agent context refused: {reason}")
@@ -130,18 +134,24 @@ def read_agent_context(
     except ActorTokenInvalid as exc:
         raise AgentContextInvalid(exc.reason) from None
     signed = {
-        "x-capgate-execution-id": claims["exec_id"],
-        "x-capgate-capability": claims["cap"],
         "x-capgate-surface": claims["surface"],
         "x-capgate-approval-id": claims.get("approval_id", ""),
     }
+    # Tokens signed before reuse (and other gateways) name the execution: headers must agree.
+    for claim, name in (("exec_id", "x-capgate-execution-id"), ("cap", "x-capgate-capability")):
+        if claim in claims:
+            signed[name] = claims[claim]
     if any(name in headers and headers[name] != value for name, value in signed.items()):
         raise AgentContextInvalid("header_mismatch")
+    execution_id = claims.get("exec_id") or headers.get("x-capgate-execution-id", "")
+    capability_id = claims.get("cap") or headers.get("x-capgate-capability", "")
+    if not execution_id or not capability_id:
+        raise AgentContextInvalid("missing_metadata")
     return AgentContext(
-        execution_id=claims["exec_id"],
-        capability_id=claims["cap"],
+        execution_id=execution_id,
+        capability_id=capability_id,
         surface=claims["surface"],
-        idempotency_key=headers.get("x-capgate-idempotency-key") or claims["exec_id"],
+        idempotency_key=headers.get("x-capgate-idempotency-key") or execution_id,
         correlation_id=headers.get("x-capgate-correlation-id", ""),
         approval_id=claims.get("approval_id"),
         approver=claims.get("approver"),

@@ -75,12 +75,9 @@ EC_KID = jws.thumbprint(EC_KEY.public_key())
 ACTOR = Actor(
     id="user-42", kind="user", issuer="https://idp.example.com", roles=("support", "approver")
 )
-CALL = {
-    "upstream": AUDIENCE,
-    "execution_id": "exe_01JGZ3T5Q8W2N6M4K7R9B1C3D5",
-    "capability_id": "orders.refund",
-    "surface": "agent",
-}
+CALL = {"upstream": AUDIENCE, "surface": "agent"}
+# What a token signed before reuse (DESIGN §12, amended 2026-12-01) also carried: still valid.
+EXECUTION = {"exec_id": "exe_01JGZ3T5Q8W2N6M4K7R9B1C3D5", "cap": "orders.refund"}
 
 
 def _signer(key: jws.SigningKey, now: int = T0, jti: str = "jti-0001") -> ActorTokenSigner:
@@ -181,6 +178,7 @@ def _cases() -> list[dict[str, Any]]:
         _valid("valid_anonymous_actor", anonymous),
         _valid("valid_just_before_expiry_plus_leeway", plain, now=exp + LEEWAY_S - 1),
         _valid("valid_iat_ahead_within_leeway", plain, now=T0 - LEEWAY_S),
+        _valid("valid_with_exec_id_and_cap", _ed(_ed_header(), _claims(**EXECUTION))),
         _invalid("expired_at_expiry_plus_leeway", "expired", plain, now=exp + LEEWAY_S),
         _invalid("expired_long_ago", "expired", plain, now=T0 + 86_400),
         _invalid("not_yet_valid_iat_in_future", "not_yet_valid", plain, now=T0 - LEEWAY_S - 1),
@@ -232,7 +230,12 @@ def _cases() -> list[dict[str, Any]]:
         _invalid("typ_plain_jwt", "wrong_type", _ed(_ed_header(typ="JWT"), _claims())),
         _invalid("typ_missing", "wrong_type", _ed(_ed_header(typ=None), _claims())),
         _invalid("lifetime_61s", "lifetime_exceeded", _ed(_ed_header(), _claims(exp=T0 + 61))),
-        _invalid("missing_exec_id", "invalid_claims", _ed(_ed_header(), _claims(exec_id=None))),
+        _invalid("missing_surface", "invalid_claims", _ed(_ed_header(), _claims(surface=None))),
+        _invalid(
+            "exec_id_not_a_string",
+            "invalid_claims",
+            _ed(_ed_header(), _claims(**{**EXECUTION, "exec_id": 7})),
+        ),
         _invalid("roles_not_a_list", "invalid_claims", _ed(_ed_header(), _claims(roles="admin"))),
         _invalid("exp_before_iat", "invalid_claims", _ed(_ed_header(), _claims(exp=T0 - 1))),
         _invalid("crit_header", "malformed", _ed(_ed_header(crit=["exp"]), _claims())),
