@@ -161,7 +161,11 @@ class ResultCache:
         that churn would slow every Redis user of the process. It finishes in the background
         (bounded by the client's 2 s operation timeout) and its answer is discarded."""
         task = asyncio.ensure_future(command)
-        done, _ = await asyncio.wait((task,), timeout=self._timeout_s)
+        try:
+            done, _ = await asyncio.wait((task,), timeout=self._timeout_s)
+        except asyncio.CancelledError:  # the call was cancelled: the command finishes alone
+            task.add_done_callback(_discard)
+            raise
         if not done:
             task.add_done_callback(_discard)
             raise TimeoutError
