@@ -39,8 +39,8 @@ type Claims struct {
 	ActorIssuer string   // actor_iss: the actor's own issuer
 	Kind        string   // user, service, agent or anonymous
 	Roles       []string // roles
-	ExecutionID string   // exec_id
-	Capability  string   // cap
+	ExecutionID string   // exec_id: optional (absent from reused tokens; then x-capgate-execution-id)
+	Capability  string   // cap: optional (absent from reused tokens; then x-capgate-capability)
 	Surface     string   // surface of the listener the call came in on
 	ApprovalID  string   // approval_id: only on a resumed, approved execution
 	Approver    string   // approver: who approved it
@@ -64,7 +64,7 @@ func typedClaims(p map[string]any) (*Claims, bool) {
 		dst  *string
 	}{
 		{"iss", &c.Issuer}, {"sub", &c.Subject}, {"actor_iss", &c.ActorIssuer}, {"kind", &c.Kind},
-		{"exec_id", &c.ExecutionID}, {"cap", &c.Capability}, {"surface", &c.Surface}, {"jti", &c.JTI},
+		{"surface", &c.Surface}, {"jti", &c.JTI},
 	}
 	for _, s := range strs {
 		v, ok := p[s.name].(string)
@@ -73,7 +73,12 @@ func typedClaims(p map[string]any) (*Claims, bool) {
 		}
 		*s.dst = v
 	}
-	for name, dst := range map[string]*string{"approval_id": &c.ApprovalID, "approver": &c.Approver} {
+	// exec_id and cap are optional: the gateway reuses a token across executions (DESIGN §12,
+	// amended 2026-12-01) and sends them as metadata beside it; older tokens carry them.
+	optional := map[string]*string{
+		"exec_id": &c.ExecutionID, "cap": &c.Capability, "approval_id": &c.ApprovalID, "approver": &c.Approver,
+	}
+	for name, dst := range optional {
 		if raw, present := p[name]; present {
 			v, ok := raw.(string)
 			if !ok {

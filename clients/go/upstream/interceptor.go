@@ -127,6 +127,10 @@ func UnaryServerInterceptor(v *actortoken.Verifier, opts ...Option) grpc.UnarySe
 // the signed token (metadata is not signed; the token is what counts).
 var ErrMismatch = errors.New("actor token does not match the call metadata")
 
+// ErrMissingMetadata: a token that names no execution (the gateway reuses tokens across
+// executions) came without x-capgate-execution-id or x-capgate-capability beside it.
+var ErrMissingMetadata = errors.New("actor token without execution id and capability metadata")
+
 // Extract verifies the token in md and builds the AgentContext (for custom interceptors).
 // Errors carry a fixed reason only, never token contents.
 func Extract(v *actortoken.Verifier, md metadata.MD) (*AgentContext, error) {
@@ -154,15 +158,29 @@ func Extract(v *actortoken.Verifier, md metadata.MD) (*AgentContext, error) {
 		ApprovalID: claims.ApprovalID, Approver: claims.Approver, Claims: claims,
 	}
 	// Where the metadata repeats a signed claim it must agree with it.
-	signed := map[string]string{
-		MDExecutionID: claims.ExecutionID, MDCapability: claims.Capability,
-		MDSurface: claims.Surface, MDApprovalID: claims.ApprovalID,
-	}
+	signed := map[string]string{MDSurface: claims.Surface, MDApprovalID: claims.ApprovalID}
 	for key, want := range signed {
 		got, ok := one(key)
-		if !ok || (got != want && (got != "" || key == MDExecutionID)) {
+		if !ok || (got != want && got != "") {
 			return nil, ErrMismatch
 		}
+	}
+	// A token signed before reuse names its execution: the header must be there and agree.
+	// A reused token names none: the execution id and capability come from the metadata.
+	execID, okE := one(MDExecutionID)
+	capID, okC := one(MDCapability)
+	if !okE || !okC || (claims.ExecutionID != "" && execID != claims.ExecutionID) ||
+		(claims.Capability != "" && capID != "" && capID != claims.Capability) {
+		return nil, ErrMismatch
+	}
+	if ac.ExecutionID == "" {
+		ac.ExecutionID = execID
+	}
+	if ac.Capability == "" {
+		ac.Capability = capID
+	}
+	if ac.ExecutionID == "" || ac.Capability == "" {
+		return nil, ErrMissingMetadata
 	}
 	var ok1, ok2, ok3 bool
 	ac.IdempotencyKey, ok1 = one(MDIdempotencyKey)

@@ -196,6 +196,36 @@ func TestInterceptorRefusesBeforeTheHandler(t *testing.T) {
 	}
 }
 
+// The gateway reuses one token across executions (DESIGN §12, amended 2026-12-01): it names no
+// execution, and each call's execution id and capability come from the metadata beside it.
+func TestReusedTokenTakesTheExecutionFromTheMetadata(t *testing.T) {
+	k := loadKeys(t)
+	v, _ := actortoken.NewVerifier(k.jwks, "capgate", "orders")
+	c := serve(t, v)
+	reused := claims(time.Now())
+	delete(reused, "exec_id")
+	delete(reused, "cap")
+	delete(reused, "approval_id")
+	delete(reused, "approver")
+	token := k.sign(t, reused)
+	for _, exec := range []string{"exe_1", "exe_2"} {
+		ac, err := call(t, c, "x-capgate-actor-token", token, "x-capgate-execution-id", exec,
+			"x-capgate-capability", "orders.refund")
+		if err != nil || ac.ExecutionID != exec || ac.Capability != "orders.refund" || ac.IdempotencyKey != exec {
+			t.Fatalf("%s: got %+v, %v", exec, ac, err)
+		}
+	}
+	for name, md := range map[string][]string{
+		"no execution id": {"x-capgate-actor-token", token, "x-capgate-capability", "orders.refund"},
+		"no capability":   {"x-capgate-actor-token", token, "x-capgate-execution-id", "exe_1"},
+	} {
+		_, err := call(t, c, md...)
+		if status.Code(err) != codes.Unauthenticated || !strings.Contains(status.Convert(err).Message(), "without execution id") {
+			t.Fatalf("%s: want Unauthenticated (missing metadata), got %v", name, err)
+		}
+	}
+}
+
 func TestSkippedMethodsPassWithoutContext(t *testing.T) {
 	k := loadKeys(t)
 	v, _ := actortoken.NewVerifier(k.jwks, "capgate", "orders")
