@@ -34,6 +34,8 @@ class Signer(Protocol):
         actor: Actor,
         *,
         upstream: str,
+        execution_id: str,
+        capability_id: str,
         surface: str,
         approval_id: str | None = None,
         approver: str | None = None,
@@ -56,6 +58,7 @@ class Runtime:
     # randomness by default, a fixed sequence in tests.
     jitter: Callable[[], float] = random.random
     drain: Drain = field(default_factory=Drain)  # calls in flight, answered at shutdown
+    limiter: Any = None  # gateway.limits.store.RedisLimiter | None (docs/limits.md)
     cache: Any = None  # gateway.cache.store.ResultCache | None (docs/cache.md)
 
 
@@ -90,6 +93,11 @@ class Call:
     output: Any = None
     state: types_pb2.ExecutionState = types_pb2.EXECUTION_STATE_NOT_STARTED
     denial_reason: str = ""
+    # Limits (gateway/stages/limits.py): what is left of each, for execution-phase policies;
+    # `limits_deferred` when an over-budget call asks for approval and nothing was spent.
+    limit_state: dict[str, dict[str, float]] | None = None
+    limits_deferred: bool = False
+    limit_spent: tuple[Any, ...] = ()  # gateway.limits.store.Spent: budgets given back if unrun
     # The result cache (gateway/stages/cache.py): "hit" or "miss" once looked up, and the
     # entry's key a miss stores the output under after stage 12.
     cache: str = ""

@@ -28,6 +28,8 @@ def error_proto(err: CapabilityError, state: State) -> types_pb2.CapabilityError
     )
     if err.code is Code.INPUT_INVALID:
         msg.issues.extend(types_pb2.Issue(path=i.path, message=i.message) for i in err.issues)
+    if err.retry_after_s is not None:
+        msg.retry_after.FromNanoseconds(max(0, round(err.retry_after_s * 1e9)))
     return msg
 
 

@@ -41,6 +41,7 @@ class Code(StrEnum):
     UPSTREAM_UNAVAILABLE = "UPSTREAM_UNAVAILABLE"
     APPROVAL_ALREADY_DECIDED = "APPROVAL_ALREADY_DECIDED"
     APPROVAL_LIMIT_EXCEEDED = "APPROVAL_LIMIT_EXCEEDED"
+    RATE_LIMITED = "RATE_LIMITED"
     HOOK_FAILED = "HOOK_FAILED"
     HOOK_DENIED = "HOOK_DENIED"
 
@@ -86,8 +87,8 @@ class Spec:
 
 _D, _F, _C = Event.DENIED, Event.FAILED, Event.CANCELLED
 
-# DESIGN §12: denied for stages 3, 4, 7, 9 and POLICY_FAILED; failed for 5, 6, 8, 10-12 and the
-# resume codes; cancelled for TIMEOUT and CANCELLED.
+# DESIGN §12: denied for stages 3, 4, 7, 9, POLICY_FAILED and RATE_LIMITED (limits); failed
+# for 5, 6, 8, 10-12 and the resume codes; cancelled for TIMEOUT and CANCELLED.
 TABLE: Final[dict[Code, Spec]] = {
     Code.CAPABILITY_NOT_FOUND: Spec("discovery", False, True, "Capability not found.", _D),
     Code.INPUT_TOO_LARGE: Spec(
@@ -137,6 +138,11 @@ TABLE: Final[dict[Code, Spec]] = {
         "cancellation", False, True, "The operation was cancelled.", _C, Kind.CANCELLED
     ),
     Code.OUTPUT_INVALID: Spec("output-validation", False, False, GENERIC_MESSAGE, _F),
+    # Denied, like a policy refusal: a governance decision before anything ran; the envelope
+    # carries retry_after (docs/limits.md).
+    Code.RATE_LIMITED: Spec(
+        "limits", True, True, "A rate limit or budget was reached; retry later.", _D
+    ),
     # Governance hooks (docs/hooks.md, ADR 0027): a pre-hook that fails fails closed, before
     # anything ran (retrying is safe); a post-hook's failure is raised with executed=True and
     # retryable=False. Denied like POLICY_FAILED, its cause (hook name, error) only in the audit.
@@ -174,6 +180,7 @@ class CapabilityError(Exception):
     expose_to_model: bool | None = None
     concealed: bool = False
     details: dict[str, object] = field(default_factory=dict)
+    retry_after_s: float | None = None  # RATE_LIMITED only: seconds until the call can pass
 
     def __post_init__(self) -> None:
         super().__init__(self.code.value)

@@ -29,6 +29,8 @@ from gateway.stages.exposure import check_exposure
 from gateway.stages.hooks import merge_hook_asks, run_failure_hooks, run_post_hooks, run_pre_hooks
 from gateway.stages.identity import assign_execution_id
 from gateway.stages.invoke import invoke_procedure
+from gateway.stages.limits import enforce_limits, spend_after_inline_approval
+from gateway.stages.limits import give_back as give_back_limits
 from gateway.stages.output import redact_output, validate_output
 from gateway.stages.policies import (
     evaluate_execution_policies,
@@ -88,6 +90,15 @@ POST_HOOKS = Stage(12, "post-hooks", run_post_hooks)
 CACHE_LOOKUP = Stage(10, "cache-lookup", cache_lookup)
 CACHE_STORE = Stage(12, "cache-store", cache_store)
 
+# Rate limits and budgets (ADR 0022): after the invocation policies, so a denied or hidden
+# call spends nothing and reveals nothing; before the approval gate, so an over-budget call
+# can become an approval request (`on_exceed: require-approval`) and a refused one never
+# creates a pending approval. Numbered 7: the seed has no stage between 7 and 8.
+LIMITS = Stage(7, "limits", enforce_limits)
+# After the gate: an inline approver approved an over-budget call in this execution, so what
+# was not spent at LIMITS is spent now (a no-op unless that happened).
+LIMITS_AFTER_INLINE_APPROVAL = Stage(8, "limits-inline-approval", spend_after_inline_approval)
+
 # Seed 001, stages 2-13 (1 is the listener; 14-15 are the runner's completion).
 INVOKE: tuple[Stage, ...] = (
     Stage(2, "execution-identity", assign_execution_id),
@@ -102,8 +113,10 @@ INVOKE: tuple[Stage, ...] = (
     PRE_HOOKS,
     Stage(7, "invocation-policies", evaluate_invocation_policies, "agent.policy_evaluation"),
     HOOK_ASKS,
+    LIMITS,
     # agent.approval_request: opened in stages/approval.py only when an approval is requested.
     Stage(8, "approval-gate", approval_gate),
+    LIMITS_AFTER_INLINE_APPROVAL,
     Stage(9, "execution-policies", evaluate_execution_policies, "agent.policy_evaluation"),
     Stage(10, "controls", attach_controls),
     CACHE_LOOKUP,
@@ -132,8 +145,11 @@ RESUME: tuple[Stage, ...] = (
     # re-evaluated policies; an input a re-run hook changes is refused (APPROVAL_INPUT_MISMATCH).
     PRE_HOOKS,
     Stage(7, "invocation-policies", reevaluate_invocation_policies, "agent.policy_evaluation"),
+    # Limits again on the stored input, before the approval is consumed: a refused Resume
+    # keeps its approval for a later retry; an approved over-budget call passes once.
+    LIMITS,
     Stage(8, "approval-consume", consume_approval, "agent.approval_request"),
-    *INVOKE[[s.name for s in INVOKE].index("approval-gate") + 1 :],
+    *INVOKE[[s.name for s in INVOKE].index("limits-inline-approval") + 1 :],
 )
 
 
@@ -366,7 +382,10 @@ async def _give_back_approval(call: Call, rt: Runtime, err: CapabilityError) -> 
 async def _record_outcome(call: Call, rt: Runtime, result: gateway_pb2.ExecutionResult) -> None:
     """Store the envelope where a repeat must find it: the idempotency journal, the approval.
     Never raises: the terminal event is already out, so a failure here (Redis refusing a
-    write, however it refuses) is logged without payloads and counted, never a second one."""
+    write, however it refuses) is logged without payloads and counted, never a second one.
+    A call whose upstream was never called gives back what it spent from budgets."""
+    if call.limit_spent and call.state == types_pb2.EXECUTION_STATE_NOT_STARTED:
+        await _guarded("limits", call, give_back_limits(call, rt))
     if call.idempotency_scope is not None and rt.idempotency is not None:
         if call.state == types_pb2.EXECUTION_STATE_NOT_STARTED:
             await _guarded("idempotency", call, rt.idempotency.release(call.idempotency_scope))

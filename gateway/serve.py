@@ -30,6 +30,7 @@ from gateway.config.everything import Loaded, load_everything, located
 from gateway.config.problems import ConfigError
 from gateway.config.watch import SETTLE_S, ConfigWatcher
 from gateway.idempotency import RedisIdempotencyStore
+from gateway.limits.store import RedisLimiter
 from gateway.notify.sink import WebhookNotifier, snapshot_facts
 from gateway.redis_server import RedisProcess
 from gateway.redisconn import connect, raise_if_cancelling
@@ -52,6 +53,7 @@ def _needs_redis(settings: Settings) -> bool:
         settings.approvals.enabled
         or settings.idempotency.enabled
         or "redis" in settings.audit.sinks
+        or bool(settings.limits)
         # MCP sessions go to a configured Redis so that any replica serves them (docs/mcp.md).
         or (settings.redis.url is not None and any(x.protocol == "mcp" for x in settings.listeners))
         or any(c.cache is not None for c in settings.capabilities)
@@ -339,6 +341,8 @@ async def start(
             max_entries=cache.max_entries,
             clock=lambda: runtime.wall(),  # noqa: PLW0108 - tests swap runtime.wall
         )
+    if redis is not None:  # limits may come with a reload: the limiter is there for them
+        runtime.limiter = RedisLimiter(redis, prefix=prefix)
     if redis is not None and settings.idempotency.enabled:
         runtime.idempotency = RedisIdempotencyStore(
             redis, prefix=prefix, ttl_s=settings.idempotency.ttl_s, clock=runtime.wall

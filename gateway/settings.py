@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from gateway.hooks.model import HookSpec
+from gateway.limits.model import LimitSpec
 from gateway.model import Capability, Limits
 from gateway.upstream.httpspec import HttpUpstream
 from gateway.upstream.mcpspec import McpUpstream
@@ -236,5 +237,6 @@ class Settings:
     defaults: Defaults = Defaults()
     cache: CacheSettings = CacheSettings()  # the result cache (docs/cache.md)
     hooks: tuple[HookSpec, ...] = ()  # governance hooks, in config order (docs/hooks.md)
+    limits: tuple[LimitSpec, ...] = ()  # rate limits and budgets (docs/limits.md)
     source: str = ""  # path of the file or directory
     revision: str = ""  # sha256 of the config files (short hex)

@@ -22,6 +22,7 @@ from gateway.config.revision import digest, key_files, policy_files, read_file
 from gateway.config.source import config_files
 from gateway.hooks.calls import NO_HOOKS, BoundHook, CapabilityHooks
 from gateway.hooks.model import context_types
+from gateway.limits.compile import CompiledLimit, compile_limits
 from gateway.model import Capability
 from gateway.outputexpr import OutputExpr, OutputExprError
 from gateway.redact import Redactor
@@ -94,6 +95,8 @@ class Prepared:
     # snapshot (stages 7 and 9 skip the others without asking the policy set). None: unknown,
     # so the stages ask (never a silent skip).
     policy_phases: frozenset[Phase] | None = None
+    # The gateway limits that select this capability, in config order (docs/limits.md).
+    limits: tuple[CompiledLimit, ...] = ()
     hooks: CapabilityHooks = NO_HOOKS  # the hooks that apply to it, per RPC (docs/hooks.md)
 
 
@@ -434,22 +437,24 @@ async def _build(
             schema = cap.input_schema  # refused above; its policies are still checked
         entry = cap.as_policy_value()
         registry[cap.id] = entry if schema is None else {**entry, "input_schema": dict(schema)}
+    limits, limit_issues = compile_limits(settings.limits, registry)
     try:
         policies = load_policy_set(
             _policy_files(settings.policy_paths),
             registry=registry,
+            limit_names=[spec.name for spec in settings.limits],
             hooks=context_types(settings.hooks),
         )
     except PolicyLoadError as exc:
         # The names the files define still tell which listed policies exist at all.
         problems += _unknown_policies(settings, exc.names)
-        raise SnapshotError(problems, exc.errors) from None
+        raise SnapshotError(problems, [*exc.errors, *limit_issues]) from None
     if not _compiled_as_settled(settings, policies):
         raise SnapshotError([SnapshotProblem(("policies", "paths"), _MOVED)])
     problems += _unknown_policies(settings, frozenset(policies.policy_names))
     bound = _bind_hooks(settings, pool, problems)
-    if problems:
-        raise SnapshotError(problems)
+    if problems or limit_issues:
+        raise SnapshotError(problems, limit_issues)
     checked = Checked(policies, tuple(unresolved))
     if unresolved:
         return None, checked
@@ -459,8 +464,9 @@ async def _build(
             for phase in Phase
             if policies.applies(phase, p.policy_value, p.capability.policies)
         )
+        selected = tuple(lim for lim in limits if lim.selects(cap_id, p.capability.tags))
         prepared[cap_id] = dataclasses.replace(
-            p, policy_phases=phases, hooks=_hooks_of(p.capability, bound)
+            p, policy_phases=phases, limits=selected, hooks=_hooks_of(p.capability, bound)
         )
     revision = _digest(settings.revision, policies.revision)
     snapshot = Snapshot(

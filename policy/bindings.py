@@ -53,6 +53,7 @@ def bindings_for(
         variables["hooks"] = {name: dict(attrs) for name, attrs in req.hooks.items()}
     if phase is Phase.EXECUTION:
         variables["approval"] = _approval(req.approval) if req.approval is not None else None
+        variables["limits"] = {k: dict(v) for k, v in (req.limits or {}).items()}
     return variables
 
 

@@ -54,9 +54,13 @@ class Checker:
         registry: Mapping[str, Mapping[str, Any]] | None,
         constants: Mapping[str, Any],
         *,
+        limit_names: Sequence[str] = (),
         hooks: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         self.types = TypeBuilder()
+        # The gateway's limits, readable in the execution phase as `limits.<name>.remaining`
+        # (docs/limits.md): a name no limit has is a load error.
+        self._limits_type = self.types.limits_type(limit_names) if limit_names else None
         # The gateway's pre-hooks' declared context attributes, readable with `input` as
         # `hooks.<hook>.<attribute>` (docs/hooks.md): an undeclared one is a load error.
         self._hooks_type = hooks_type(self.types, hooks) if hooks else None
@@ -97,14 +101,7 @@ class Checker:
         dyn = [Variant(_DYN, None, ())]
         if not self._registry:
             return dyn
-        pattern = compile_globs(policy.capabilities) if policy.capabilities else None
-        keys: dict[str, None] = {}
-        for cap_id, cap in self._caps.items():
-            if pattern is not None and not pattern.match(cap_id):
-                continue
-            if policy.tags is not None and not policy.tags & cap.tags:
-                continue
-            keys[cap.variant] = None
+        keys = self._selected_variants(policy.capabilities, policy.tags)
         if not keys:
             self.notes.append(
                 f"policy {policy.name!r} ({policy.path}:{policy.line}) matches no capability "
@@ -112,6 +109,53 @@ class Checker:
             )
             return dyn
         return [self._variants[k] for k in keys]
+
+    def variants_selecting(
+        self, capabilities: Sequence[str] | None, tags: frozenset[str] | None
+    ) -> list[Variant]:
+        """The input types of the capabilities a selector (id globs, tags) matches: `[dyn]`
+        without a registry, `[]` when it matches none."""
+        if not self._registry:
+            return [Variant(_DYN, None, ())]
+        return [self._variants[k] for k in self._selected_variants(capabilities, tags)]
+
+    def _selected_variants(
+        self, capabilities: Sequence[str] | None, tags: frozenset[str] | None
+    ) -> dict[str, None]:
+        pattern = compile_globs(capabilities) if capabilities else None
+        keys: dict[str, None] = {}
+        for cap_id, cap in self._caps.items():
+            if pattern is not None and not pattern.match(cap_id):
+                continue
+            if tags is not None and not tags & cap.tags:
+                continue
+            keys[cap.variant] = None
+        return keys
+
+    def check_value(
+        self,
+        expr: ExprSpec,
+        variants: Sequence[Variant] | None,
+        types: Sequence[str],
+        what: str,
+    ) -> list[LoadIssue]:
+        """A value expression outside the policy files (a gateway limit's key or amount),
+        checked as in the invocation phase: `input` typed by each of `variants` (it must check
+        against one), or not declared at all when `variants` is None. Its result must be one
+        of the CEL `types` (`string`, `int`, `double`, ...); `dyn` is accepted."""
+        source = rewrite_const(expr.text)
+        failures: list[tuple[Variant, list[Diagnostic]]] = []
+        for variant in variants if variants is not None else [None]:
+            outcome = self._compile(Phase.INVOCATION, variant, source)
+            if isinstance(outcome, list):
+                failures.append((variant or Variant(_DYN, None, ()), outcome))
+                continue
+            result = outcome.return_type()
+            if result == cel.Type.DYN or result.name().lower() in types:
+                return []
+            expected = " or ".join(types)
+            return [issue_at(expr, 1, 1, f"{what} must be {expected}, but it is {result.name()}")]
+        return explain(expr, Phase.INVOCATION, failures, self.types.labels) if failures else []
 
     def check(
         self, expr: ExprSpec, contexts: Sequence[str], variants: Sequence[Variant]
@@ -191,6 +235,8 @@ class Checker:
         if context == Phase.EXECUTION:
             names.append("approval")
         declared: dict[str, Any] = {n: cel.Type(CONTEXT_TYPES[n]) for n in names}
+        if context == Phase.EXECUTION and self._limits_type:
+            declared["limits"] = cel.Type(self._limits_type)
         declared["surface"] = cel.Type.STRING
         if self._const_type:
             declared[CONST_VAR] = cel.Type(self._const_type)

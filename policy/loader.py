@@ -33,6 +33,7 @@ def load_policy_set(
     backend: str = "cel-expr-python",
     limits: Limits = Limits(),  # noqa: B008 - frozen value object
     clock: Callable[[], datetime] | None = None,
+    limit_names: Sequence[str] = (),
     hooks: Mapping[str, Mapping[str, str]] | None = None,
 ) -> PolicySet:
     """Load the policy files under `paths` (files or directories, `*_test.yaml` excluded).
@@ -47,7 +48,7 @@ def load_policy_set(
     files = [spec for source in sources for spec in _read(source, issues)]
     policies = _unique_policies(files, issues)
     constants = _merged_constants(files, issues)
-    checker = Checker(registry, constants, hooks=hooks)
+    checker = Checker(registry, constants, limit_names=limit_names, hooks=hooks)
     compiled = compile_policies(policies, checker, runtime, issues)
     if issues:
         raise PolicyLoadError(issues, names=[p.name for p in policies])

@@ -117,6 +117,9 @@ class EvalRequest:
     approval: Mapping[str, Any] | None = None
     # hook name -> the context attributes its PreInvoke returned (the gateway's pre-hooks).
     hooks: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # Execution phase: what is left of each gateway limit that applied to the call, by name
+    # (`limits.<name>.remaining`; docs/limits.md). The limit script ran before stage 8.
+    limits: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ message; other objects → map(string, dyn); anything else (anyOf, mixed types) 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, struct_pb2, timestamp_pb2, wrappers_pb2
@@ -83,6 +83,18 @@ class TypeBuilder:
         """The message describing `const` for these constant values."""
         schema = {"type": "object", "properties": {k: _infer(v) for k, v in values.items()}}
         return self._add_root("Constants", "const", schema)
+
+    def limits_type(self, names: Sequence[str]) -> str:
+        """The message describing `limits` (execution phase): one field per gateway limit,
+        each with `remaining` and `max` (docs/limits.md)."""
+        state = {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"remaining": {"type": "number"}, "max": {"type": "number"}},
+        }
+        props = dict.fromkeys(names, state)
+        schema = {"type": "object", "additionalProperties": False, "properties": props}
+        return self._add_root("Limits", "limits", schema)
 
     def _add_root(self, name: str, label: str, schema: Mapping[str, Any]) -> str:
         self._files += 1

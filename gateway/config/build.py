@@ -20,6 +20,7 @@ from gateway.config.durations import parse_duration, whole_seconds
 from gateway.config.kinds import http_route, http_upstream, mcp_upstream
 from gateway.config.revision import SHORT_HASH
 from gateway.hooks.config import build_hooks
+from gateway.limits.config import build_limits
 from gateway.mcp.config import mcp_settings
 from gateway.model import (
     ApprovalSpec,
@@ -333,6 +334,7 @@ def build_settings(root: Mapping[str, Any], base: Path, *, source: str, revision
         ),
         actor_token=ActorTokenSettings(**_kw(root.get("actor_token"), _actor_token_spec(path))),
         notify=_notify(root.get("notify")),
+        limits=build_limits(root),
         hooks=build_hooks(root),
         defaults=defaults,
         cache=CacheSettings(

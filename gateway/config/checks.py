@@ -7,6 +7,7 @@ from gateway.config.capabilities import check_capabilities, check_upstreams
 from gateway.config.context import Ctx, mapping, seconds_of, text
 from gateway.config.listeners import check_listeners
 from gateway.hooks.config import check_hooks
+from gateway.limits.config import check_limits
 
 MAX_ACTOR_TOKEN_LIFETIME_S = 60  # §12: forwarded actor tokens live at most 60 s
 
@@ -14,6 +15,7 @@ MAX_ACTOR_TOKEN_LIFETIME_S = 60  # §12: forwarded actor tokens live at most 60 
 def check_all(ctx: Ctx) -> None:
     check_listeners(ctx)
     check_capabilities(ctx, check_upstreams(ctx))
+    check_limits(ctx)
     check_hooks(ctx)
     _check_sections(ctx)
 

@@ -5,7 +5,8 @@ Results (DESIGN §12, ADR 0010):
 - approval required: a non-error result saying the call did not run, with the approval id and
   expiry, so the model can tell the user and later check it with `capgate_approval_status`;
 - governed failures: `isError: true`, the public message, `structuredContent {code, stage,
-  retryable, execution_state}` (plus `issues` for INPUT_INVALID, which never carry values);
+  retryable, execution_state}` (plus `issues` for INPUT_INVALID, which never carry values, and
+  `retry_after_s` for RATE_LIMITED, also said in the text);
 - CAPABILITY_NOT_FOUND is not a result: the caller gets the same -32602 as for an unknown tool
   (SI-8), which `call_result` signals by raising `UNKNOWN_TOOL`.
 No tool declares an `outputSchema`: an approval-required result could not conform to it.
@@ -131,6 +132,10 @@ def error_result(err: types_pb2.CapabilityError, meta: dict[str, Any]) -> dict[s
     if err.issues:
         structured["issues"] = [{"path": i.path, "message": i.message} for i in err.issues]
         text += "".join(f"\n- {i.path}: {i.message}" for i in err.issues)
+    if err.HasField("retry_after"):
+        seconds = err.retry_after.ToNanoseconds() / 1e9
+        structured["retry_after_s"] = seconds
+        text += f" Retry after {seconds:g}s."
     return {"content": _text(text), "structuredContent": structured, "isError": True, "_meta": meta}
 
 

@@ -7,6 +7,7 @@ deny > hide > require-approval > allow; an error or timeout fails closed as POLI
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
@@ -129,6 +130,8 @@ async def evaluate_execution_policies(call: Call, rt: Runtime) -> None:
             "reasons": list(record.reasons),
         }
     req = eval_request(call, rt, with_input=True, approval=approval)
+    if call.limit_state is not None:  # the limit script ran before stage 8: no extra trip
+        req = dataclasses.replace(req, limits=call.limit_state)
     ev = _evaluate(call, Phase.EXECUTION, req)
     # Kept beside, never over, the invocation phase's: the trail carries both (audit/events.py).
     call.execution_evaluation = ev

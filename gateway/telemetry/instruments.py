@@ -282,6 +282,18 @@ class Metrics:
             "{entry}",
             ("capability",),
         )
+        self.limits_refused = Counter(
+            "capgate.limits.refused",
+            "Calls a rate limit or budget refused or sent to approval, by limit.",
+            "{call}",
+            ("limit",),
+        )
+        self.limits_unavailable = Counter(
+            "capgate.limits.unavailable",
+            "Limit checks Redis could not answer, by limit and mode (open: let through).",
+            "{check}",
+            ("limit", "mode"),
+        )
         self.audit_written = Counter(
             "capgate.audit.written", "Audit events delivered, by sink.", "{event}", ("sink",)
         )

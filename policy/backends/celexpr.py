@@ -19,7 +19,7 @@ from policy.celsource import CONST_VAR
 __all__ = ["CelExprBackend"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_VARIABLES = ("actor", "capability", "request", "input", "approval", "hooks", CONST_VAR)
+_VARIABLES = ("actor", "capability", "request", "input", "approval", "limits", "hooks", CONST_VAR)
 
 
 def timestamp(moment: datetime) -> Timestamp:

@@ -56,6 +56,7 @@ def test_load_policy_set_signature():
         "backend: 'str' = 'cel-expr-python', "
         "limits: 'Limits' = Limits(cpu_time_s=0.05), "
         "clock: 'Callable[[], datetime] | None' = None, "
+        "limit_names: 'Sequence[str]' = (), "
         "hooks: 'Mapping[str, Mapping[str, str]] | None' = None) -> 'PolicySet'"
     )
 
@@ -79,6 +80,7 @@ def test_value_objects_have_the_agreed_fields():
         "metadata",
         "approval",
         "hooks",  # the gateway's pre-hooks' context (docs/hooks.md)
+        "limits",  # what is left of each limit, execution phase (docs/limits.md)
     ]
     assert fields(Stance) == ["policy", "mode", "effect", "rule", "message", "error"]
     assert fields(ApprovalRequirement) == ["reasons", "roles", "expires_in", "policies"]

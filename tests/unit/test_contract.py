@@ -81,6 +81,7 @@ def test_seed_codes_appear_in_the_seed_text() -> None:
 def test_terminal_events_follow_design_section_12() -> None:
     denied = {Code.CAPABILITY_NOT_FOUND, Code.POLICY_DENIED, Code.POLICY_FAILED}
     denied |= {Code.HOOK_DENIED, Code.HOOK_FAILED}  # governance hooks, as policies (ADR 0027)
+    denied.add(Code.RATE_LIMITED)  # limits: a governance refusal before anything ran (ADR 0022)
     cancelled = {Code.TIMEOUT, Code.CANCELLED}
     for code, spec in TABLE.items():
         if code in denied:
@@ -100,8 +101,9 @@ def test_invocation_stage_order_is_seed_001() -> None:
     numbers = [s.number for s in pipeline.INVOKE]
     # Stage 4 has two rows: exposure, then the input-free hide policies (ADR 0016).
     # The hook rows (ADR 0027): pre-hooks after 6, their asks merged after 7, post-hooks
-    # after 12. The cache rows (ADR 0024): the lookup after 10, the store after 12.
-    assert numbers == [2, 3, 4, 4, 5, 6, 6, 7, 7, 8, 9, 10, 10, 11, 12, 12, 12, 13]
+    # after 12. The cache rows (ADR 0024): the lookup after 10, the store after 12. The limits
+    # rows (ADR 0022): after the hook asks (7) and right after the approval gate (8).
+    assert numbers == [2, 3, 4, 4, 5, 6, 6, 7, 7, 7, 8, 8, 9, 10, 10, 11, 12, 12, 12, 13]
     names = [s.name for s in pipeline.INVOKE]
     assert names == [
         "execution-identity",
@@ -113,7 +115,9 @@ def test_invocation_stage_order_is_seed_001() -> None:
         "pre-hooks",
         "invocation-policies",
         "hook-asks",
+        "limits",
         "approval-gate",
+        "limits-inline-approval",
         "execution-policies",
         "controls",
         "cache-lookup",

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -29,6 +30,9 @@ type Error struct {
 	Issues                []Issue
 	ExecutedBeforeFailure bool
 	ExecutionState        capgatev1.ExecutionState
+	// RetryAfter is set for ERROR_CODE_RATE_LIMITED: the earliest time from now at which the
+	// same call can pass the limit that refused it (0 otherwise).
+	RetryAfter time.Duration
 	// GRPCCode is the transport status for faults that never reached the pipeline
 	// (codes.OK for governed failures).
 	GRPCCode codes.Code
@@ -67,6 +71,9 @@ func fromProto(pe *capgatev1.CapabilityError) *Error {
 		Code: pe.GetCode(), Stage: pe.GetStage(), Message: pe.GetMessage(),
 		Retryable: pe.GetRetryable(), ExposeToModel: pe.GetExposeToModel(),
 		ExecutedBeforeFailure: pe.GetExecutedBeforeFailure(), ExecutionState: pe.GetExecutionState(),
+	}
+	if ra := pe.GetRetryAfter(); ra != nil {
+		e.RetryAfter = ra.AsDuration()
 	}
 	for _, is := range pe.GetIssues() {
 		e.Issues = append(e.Issues, Issue{Path: is.GetPath(), Message: is.GetMessage()})

@@ -9,6 +9,7 @@ package capgatev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -57,6 +58,8 @@ const (
 	// Approval administration.
 	ErrorCode_ERROR_CODE_APPROVAL_ALREADY_DECIDED ErrorCode = 25
 	ErrorCode_ERROR_CODE_APPROVAL_LIMIT_EXCEEDED  ErrorCode = 26
+	// Rate limits and budgets (docs/limits.md): retryable, retry_after tells when.
+	ErrorCode_ERROR_CODE_RATE_LIMITED ErrorCode = 27
 	// Governance hooks (docs/hooks.md): a hook failed or timed out (fail closed), a hook denied.
 	ErrorCode_ERROR_CODE_HOOK_FAILED ErrorCode = 28
 	ErrorCode_ERROR_CODE_HOOK_DENIED ErrorCode = 29
@@ -92,6 +95,7 @@ var (
 		24: "ERROR_CODE_UPSTREAM_UNAVAILABLE",
 		25: "ERROR_CODE_APPROVAL_ALREADY_DECIDED",
 		26: "ERROR_CODE_APPROVAL_LIMIT_EXCEEDED",
+		27: "ERROR_CODE_RATE_LIMITED",
 		28: "ERROR_CODE_HOOK_FAILED",
 		29: "ERROR_CODE_HOOK_DENIED",
 	}
@@ -123,6 +127,7 @@ var (
 		"ERROR_CODE_UPSTREAM_UNAVAILABLE":          24,
 		"ERROR_CODE_APPROVAL_ALREADY_DECIDED":      25,
 		"ERROR_CODE_APPROVAL_LIMIT_EXCEEDED":       26,
+		"ERROR_CODE_RATE_LIMITED":                  27,
 		"ERROR_CODE_HOOK_FAILED":                   28,
 		"ERROR_CODE_HOOK_DENIED":                   29,
 	}
@@ -389,7 +394,7 @@ type CapabilityError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Code  ErrorCode              `protobuf:"varint,1,opt,name=code,proto3,enum=capgate.v1.ErrorCode" json:"code,omitempty"`
 	// The seed's stage name: discovery, input-validation, authentication, policy, approval,
-	// audit, execution, authorization, timeout, cancellation, output-validation.
+	// audit, execution, authorization, timeout, cancellation, output-validation, limits.
 	Stage string `protobuf:"bytes,2,opt,name=stage,proto3" json:"stage,omitempty"`
 	// Public message, safe to show to a model when expose_to_model is true.
 	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
@@ -399,8 +404,11 @@ type CapabilityError struct {
 	Issues                []*Issue       `protobuf:"bytes,6,rep,name=issues,proto3" json:"issues,omitempty"`
 	ExecutedBeforeFailure bool           `protobuf:"varint,7,opt,name=executed_before_failure,json=executedBeforeFailure,proto3" json:"executed_before_failure,omitempty"`
 	ExecutionState        ExecutionState `protobuf:"varint,8,opt,name=execution_state,json=executionState,proto3,enum=capgate.v1.ExecutionState" json:"execution_state,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Only for ERROR_CODE_RATE_LIMITED: the earliest time from now at which the same call can
+	// pass the limit that refused it (docs/limits.md).
+	RetryAfter    *durationpb.Duration `protobuf:"bytes,9,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CapabilityError) Reset() {
@@ -487,6 +495,13 @@ func (x *CapabilityError) GetExecutionState() ExecutionState {
 		return x.ExecutionState
 	}
 	return ExecutionState_EXECUTION_STATE_UNSPECIFIED
+}
+
+func (x *CapabilityError) GetRetryAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return nil
 }
 
 // Actor is an authenticated identity. Identity is the pair (issuer, id).
@@ -810,10 +825,10 @@ var File_capgate_v1_types_proto protoreflect.FileDescriptor
 const file_capgate_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"\x16capgate/v1/types.proto\x12\n" +
-	"capgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"5\n" +
+	"capgate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"5\n" +
 	"\x05Issue\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xda\x02\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x96\x03\n" +
 	"\x0fCapabilityError\x12)\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x15.capgate.v1.ErrorCodeR\x04code\x12\x14\n" +
 	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x18\n" +
@@ -822,7 +837,9 @@ const file_capgate_v1_types_proto_rawDesc = "" +
 	"\x0fexpose_to_model\x18\x05 \x01(\bR\rexposeToModel\x12)\n" +
 	"\x06issues\x18\x06 \x03(\v2\x11.capgate.v1.IssueR\x06issues\x126\n" +
 	"\x17executed_before_failure\x18\a \x01(\bR\x15executedBeforeFailure\x12C\n" +
-	"\x0fexecution_state\x18\b \x01(\x0e2\x1a.capgate.v1.ExecutionStateR\x0eexecutionState\"Y\n" +
+	"\x0fexecution_state\x18\b \x01(\x0e2\x1a.capgate.v1.ExecutionStateR\x0eexecutionState\x12:\n" +
+	"\vretry_after\x18\t \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryAfter\"Y\n" +
 	"\x05Actor\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06issuer\x18\x02 \x01(\tR\x06issuer\x12\x12\n" +
@@ -859,7 +876,7 @@ const file_capgate_v1_types_proto_rawDesc = "" +
 	"\tapprovers\x18\x11 \x01(\v2\x1e.capgate.v1.ApproverConstraintR\tapprovers\x126\n" +
 	"\x17requesting_execution_id\x18\x12 \x01(\tR\x15requestingExecutionId\x120\n" +
 	"\x14resumed_execution_id\x18\x13 \x01(\tR\x12resumedExecutionId\x12\x18\n" +
-	"\asurface\x18\x14 \x01(\tR\asurface*\xda\a\n" +
+	"\asurface\x18\x14 \x01(\tR\asurface*\xf7\a\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fERROR_CODE_CAPABILITY_NOT_FOUND\x10\x01\x12\x1c\n" +
@@ -888,7 +905,8 @@ const file_capgate_v1_types_proto_rawDesc = "" +
 	"\x1aERROR_CODE_INPUT_TOO_LARGE\x10\x17\x12#\n" +
 	"\x1fERROR_CODE_UPSTREAM_UNAVAILABLE\x10\x18\x12'\n" +
 	"#ERROR_CODE_APPROVAL_ALREADY_DECIDED\x10\x19\x12&\n" +
-	"\"ERROR_CODE_APPROVAL_LIMIT_EXCEEDED\x10\x1a\x12\x1a\n" +
+	"\"ERROR_CODE_APPROVAL_LIMIT_EXCEEDED\x10\x1a\x12\x1b\n" +
+	"\x17ERROR_CODE_RATE_LIMITED\x10\x1b\x12\x1a\n" +
 	"\x16ERROR_CODE_HOOK_FAILED\x10\x1c\x12\x1a\n" +
 	"\x16ERROR_CODE_HOOK_DENIED\x10\x1d*\x8e\x01\n" +
 	"\x0eExecutionState\x12\x1f\n" +
@@ -937,25 +955,27 @@ var file_capgate_v1_types_proto_goTypes = []any{
 	(*Actor)(nil),                 // 6: capgate.v1.Actor
 	(*ApproverConstraint)(nil),    // 7: capgate.v1.ApproverConstraint
 	(*Approval)(nil),              // 8: capgate.v1.Approval
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 9: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
 }
 var file_capgate_v1_types_proto_depIdxs = []int32{
 	0,  // 0: capgate.v1.CapabilityError.code:type_name -> capgate.v1.ErrorCode
 	4,  // 1: capgate.v1.CapabilityError.issues:type_name -> capgate.v1.Issue
 	1,  // 2: capgate.v1.CapabilityError.execution_state:type_name -> capgate.v1.ExecutionState
-	3,  // 3: capgate.v1.Approval.status:type_name -> capgate.v1.ApprovalStatus
-	9,  // 4: capgate.v1.Approval.created_at:type_name -> google.protobuf.Timestamp
-	9,  // 5: capgate.v1.Approval.expires_at:type_name -> google.protobuf.Timestamp
-	9,  // 6: capgate.v1.Approval.decided_at:type_name -> google.protobuf.Timestamp
-	6,  // 7: capgate.v1.Approval.requester:type_name -> capgate.v1.Actor
-	6,  // 8: capgate.v1.Approval.decided_by:type_name -> capgate.v1.Actor
-	6,  // 9: capgate.v1.Approval.decided_via:type_name -> capgate.v1.Actor
-	7,  // 10: capgate.v1.Approval.approvers:type_name -> capgate.v1.ApproverConstraint
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	9,  // 3: capgate.v1.CapabilityError.retry_after:type_name -> google.protobuf.Duration
+	3,  // 4: capgate.v1.Approval.status:type_name -> capgate.v1.ApprovalStatus
+	10, // 5: capgate.v1.Approval.created_at:type_name -> google.protobuf.Timestamp
+	10, // 6: capgate.v1.Approval.expires_at:type_name -> google.protobuf.Timestamp
+	10, // 7: capgate.v1.Approval.decided_at:type_name -> google.protobuf.Timestamp
+	6,  // 8: capgate.v1.Approval.requester:type_name -> capgate.v1.Actor
+	6,  // 9: capgate.v1.Approval.decided_by:type_name -> capgate.v1.Actor
+	6,  // 10: capgate.v1.Approval.decided_via:type_name -> capgate.v1.Actor
+	7,  // 11: capgate.v1.Approval.approvers:type_name -> capgate.v1.ApproverConstraint
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_capgate_v1_types_proto_init() }

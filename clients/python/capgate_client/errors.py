@@ -48,6 +48,7 @@ class ErrorCode(StrEnum):
     UPSTREAM_UNAVAILABLE = "UPSTREAM_UNAVAILABLE"
     APPROVAL_ALREADY_DECIDED = "APPROVAL_ALREADY_DECIDED"
     APPROVAL_LIMIT_EXCEEDED = "APPROVAL_LIMIT_EXCEEDED"
+    RATE_LIMITED = "RATE_LIMITED"
     HOOK_FAILED = "HOOK_FAILED"
     HOOK_DENIED = "HOOK_DENIED"
 
@@ -94,6 +95,8 @@ class CapgateError(Exception):
 
     `grpc_status` is set only for transport faults; `code` is then the nearest governed code
     (TIMEOUT for a deadline, CANCELLED, UNAUTHENTICATED, FORBIDDEN) or UNSPECIFIED.
+    `retry_after` (seconds) is set for RATE_LIMITED: the earliest time from now at which the
+    same call can pass the limit that refused it; None otherwise.
     """
 
     def __init__(
@@ -109,6 +112,7 @@ class CapgateError(Exception):
         execution_state: ExecutionState = ExecutionState.UNKNOWN,
         execution_id: str = "",
         grpc_status: grpc.StatusCode | None = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(f"{code}: {message}" if message else str(code))
         self.code = code
@@ -121,6 +125,7 @@ class CapgateError(Exception):
         self.execution_state = execution_state
         self.execution_id = execution_id
         self.grpc_status = grpc_status
+        self.retry_after = retry_after
 
     @classmethod
     def from_proto(cls, error: Any, execution_id: str = "") -> CapgateError:
@@ -135,6 +140,9 @@ class CapgateError(Exception):
             executed_before_failure=error.executed_before_failure,
             execution_state=ExecutionState.from_proto(error.execution_state),
             execution_id=execution_id,
+            retry_after=(
+                error.retry_after.ToNanoseconds() / 1e9 if error.HasField("retry_after") else None
+            ),
         )
 
     @classmethod

@@ -35,6 +35,8 @@ export interface ErrorDetail {
   readonly issues: readonly Issue[];
   readonly executedBeforeFailure: boolean;
   readonly executionState: ExecutionState;
+  /** RATE_LIMITED only: seconds until the same call can pass the limit that refused it. */
+  readonly retryAfterSeconds?: number;
 }
 
 /** Name of a proto enum value, or the UNSPECIFIED name for a value this client does not know. */
@@ -58,6 +60,8 @@ export class CapgateError extends Error implements ErrorDetail {
   readonly issues: readonly Issue[];
   readonly executedBeforeFailure: boolean;
   readonly executionState: ExecutionState;
+  /** RATE_LIMITED only: seconds until the same call can pass the limit that refused it. */
+  readonly retryAfterSeconds: number | undefined;
   /** The execution the failure belongs to; empty for transport faults. */
   readonly executionId: string;
   /** The gRPC status of a transport fault (connect's `Code`), else undefined. */
@@ -76,6 +80,7 @@ export class CapgateError extends Error implements ErrorDetail {
     this.issues = detail.issues;
     this.executedBeforeFailure = detail.executedBeforeFailure;
     this.executionState = detail.executionState;
+    this.retryAfterSeconds = detail.retryAfterSeconds;
     this.executionId = options.executionId ?? "";
     this.grpcCode = options.grpcCode;
   }
@@ -92,6 +97,10 @@ export class CapgateError extends Error implements ErrorDetail {
         issues: error.issues.map((i) => ({ path: i.path, message: i.message })),
         executedBeforeFailure: error.executedBeforeFailure,
         executionState: enumName(PbExecutionState, error.executionState),
+        retryAfterSeconds:
+          error.retryAfter === undefined
+            ? undefined
+            : Number(error.retryAfter.seconds) + error.retryAfter.nanos / 1e9,
       },
       { executionId },
     );

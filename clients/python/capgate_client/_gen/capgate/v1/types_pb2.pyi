@@ -1,5 +1,6 @@
 import datetime
 
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -39,6 +40,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_CODE_UPSTREAM_UNAVAILABLE: _ClassVar[ErrorCode]
     ERROR_CODE_APPROVAL_ALREADY_DECIDED: _ClassVar[ErrorCode]
     ERROR_CODE_APPROVAL_LIMIT_EXCEEDED: _ClassVar[ErrorCode]
+    ERROR_CODE_RATE_LIMITED: _ClassVar[ErrorCode]
     ERROR_CODE_HOOK_FAILED: _ClassVar[ErrorCode]
     ERROR_CODE_HOOK_DENIED: _ClassVar[ErrorCode]
 
@@ -93,6 +95,7 @@ ERROR_CODE_INPUT_TOO_LARGE: ErrorCode
 ERROR_CODE_UPSTREAM_UNAVAILABLE: ErrorCode
 ERROR_CODE_APPROVAL_ALREADY_DECIDED: ErrorCode
 ERROR_CODE_APPROVAL_LIMIT_EXCEEDED: ErrorCode
+ERROR_CODE_RATE_LIMITED: ErrorCode
 ERROR_CODE_HOOK_FAILED: ErrorCode
 ERROR_CODE_HOOK_DENIED: ErrorCode
 EXECUTION_STATE_UNSPECIFIED: ExecutionState
@@ -121,7 +124,7 @@ class Issue(_message.Message):
     def __init__(self, path: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class CapabilityError(_message.Message):
-    __slots__ = ("code", "stage", "message", "retryable", "expose_to_model", "issues", "executed_before_failure", "execution_state")
+    __slots__ = ("code", "stage", "message", "retryable", "expose_to_model", "issues", "executed_before_failure", "execution_state", "retry_after")
     CODE_FIELD_NUMBER: _ClassVar[int]
     STAGE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -130,6 +133,7 @@ class CapabilityError(_message.Message):
     ISSUES_FIELD_NUMBER: _ClassVar[int]
     EXECUTED_BEFORE_FAILURE_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_STATE_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_FIELD_NUMBER: _ClassVar[int]
     code: ErrorCode
     stage: str
     message: str
@@ -138,7 +142,8 @@ class CapabilityError(_message.Message):
     issues: _containers.RepeatedCompositeFieldContainer[Issue]
     executed_before_failure: bool
     execution_state: ExecutionState
-    def __init__(self, code: _Optional[_Union[ErrorCode, str]] = ..., stage: _Optional[str] = ..., message: _Optional[str] = ..., retryable: _Optional[bool] = ..., expose_to_model: _Optional[bool] = ..., issues: _Optional[_Iterable[_Union[Issue, _Mapping]]] = ..., executed_before_failure: _Optional[bool] = ..., execution_state: _Optional[_Union[ExecutionState, str]] = ...) -> None: ...
+    retry_after: _duration_pb2.Duration
+    def __init__(self, code: _Optional[_Union[ErrorCode, str]] = ..., stage: _Optional[str] = ..., message: _Optional[str] = ..., retryable: _Optional[bool] = ..., expose_to_model: _Optional[bool] = ..., issues: _Optional[_Iterable[_Union[Issue, _Mapping]]] = ..., executed_before_failure: _Optional[bool] = ..., execution_state: _Optional[_Union[ExecutionState, str]] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class Actor(_message.Message):
     __slots__ = ("id", "issuer", "kind", "roles")

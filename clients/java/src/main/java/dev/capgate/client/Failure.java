@@ -3,6 +3,7 @@ package dev.capgate.client;
 import dev.capgate.v1.CapabilityError;
 import dev.capgate.v1.ErrorCode;
 import dev.capgate.v1.ExecutionState;
+import java.time.Duration;
 import java.util.List;
 
 /**
@@ -11,6 +12,8 @@ import java.util.List;
  * @param stage discovery, input-validation, authentication, policy, approval, execution, ...
  * @param message the public message
  * @param issues input-validation problems (INPUT_INVALID only)
+ * @param retryAfter RATE_LIMITED only: the earliest time from now at which the same call can
+ *     pass the limit that refused it; null otherwise
  */
 public record Failure(
     ErrorCode code,
@@ -20,13 +23,36 @@ public record Failure(
     boolean exposeToModel,
     List<Issue> issues,
     boolean executedBeforeFailure,
-    ExecutionState executionState) {
+    ExecutionState executionState,
+    Duration retryAfter) {
 
   /** One input-validation problem: a JSON path ({@code $.amount}) and a message. */
   public record Issue(String path, String message) {}
 
   public Failure {
     issues = List.copyOf(issues);
+  }
+
+  /** A failure without a retry time (every code but RATE_LIMITED). */
+  public Failure(
+      ErrorCode code,
+      String stage,
+      String message,
+      boolean retryable,
+      boolean exposeToModel,
+      List<Issue> issues,
+      boolean executedBeforeFailure,
+      ExecutionState executionState) {
+    this(
+        code,
+        stage,
+        message,
+        retryable,
+        exposeToModel,
+        issues,
+        executedBeforeFailure,
+        executionState,
+        null);
   }
 
   /** The code without its ERROR_CODE_ prefix, as JSON, MCP and audit events spell it. */
@@ -43,6 +69,9 @@ public record Failure(
         e.getExposeToModel(),
         e.getIssuesList().stream().map(i -> new Issue(i.getPath(), i.getMessage())).toList(),
         e.getExecutedBeforeFailure(),
-        e.getExecutionState());
+        e.getExecutionState(),
+        e.hasRetryAfter()
+            ? Duration.ofSeconds(e.getRetryAfter().getSeconds(), e.getRetryAfter().getNanos())
+            : null);
   }
 }

@@ -1,0 +1,1 @@
+"""Rate limits and budgets shared by every worker and replica (docs/limits.md)."""

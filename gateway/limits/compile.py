@@ -1,0 +1,104 @@
+"""Compiling the config's limits with the snapshot: each key and amount is type-checked by the
+policy checker (`input` typed from the input schema of every capability the limit selects; a
+problem at file:line:column) and compiled once for evaluation with cel-expr-python."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.limits.model import ExprSite, LimitSpec
+from policy import LoadIssue
+from policy.backends.celexpr import CelExprBackend
+from policy.checker import Checker
+from policy.document import ExprSpec
+from policy.globs import compile_globs
+from policy.yamlsource import ScalarSite
+
+_KEY_TYPES = ("string", "int", "uint")
+_AMOUNT_TYPES = ("int", "uint", "double")
+_NO_INPUT = "`input` is not bound"
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledLimit:
+    spec: LimitSpec
+    key: Any  # a cel-expr-python program
+    amount: Any | None  # budgets only
+    ids: re.Pattern[str] | None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def selects(self, capability_id: str, tags: Sequence[str]) -> bool:
+        if self.ids is not None and not self.ids.match(capability_id):
+            return False
+        return self.spec.tags is None or not self.spec.tags.isdisjoint(tags)
+
+
+_backend: CelExprBackend | None = None
+
+
+def backend() -> CelExprBackend:
+    """The evaluation backend of limit expressions (one per process)."""
+    global _backend  # noqa: PLW0603 - built on first use: cel-cpp's environment is not free
+    if _backend is None:
+        _backend = CelExprBackend()
+    return _backend
+
+
+def compile_limits(
+    specs: Sequence[LimitSpec], registry: Mapping[str, Mapping[str, Any]] | None
+) -> tuple[tuple[CompiledLimit, ...], list[LoadIssue]]:
+    """The compiled limits and every problem found (both lists complete)."""
+    checker = Checker(registry, {})
+    issues: list[LoadIssue] = []
+    out = []
+    for spec in specs:
+        where = f"limits[{spec.index}] ({spec.name})"
+        found = [
+            _reword(i)
+            for i in checker.check_value(
+                _expr(spec.key, spec.key_site, f"{where}.key"), None, _KEY_TYPES, "key"
+            )
+        ]
+        amount_program = None
+        if spec.budget is not None:
+            variants = checker.variants_selecting(spec.capabilities, spec.tags)
+            expr = _expr(spec.budget.amount, spec.budget.amount_site, f"{where}.budget.amount")
+            if variants:
+                found += checker.check_value(expr, variants, _AMOUNT_TYPES, "amount")
+            if not found:
+                amount_program = _compiled(expr, issues)
+        key_program = _compiled(_expr(spec.key, spec.key_site, ""), issues) if not found else None
+        issues += found
+        if key_program is None or (spec.budget is not None and amount_program is None):
+            continue
+        ids = compile_globs(spec.capabilities) if spec.capabilities else None
+        out.append(CompiledLimit(spec, key_program, amount_program, ids))
+    return tuple(out), issues
+
+
+def _expr(text: str, site: ExprSite, who: str) -> ExprSpec:
+    segments = ((site.line, site.column, len(text)),) if site.exact else ()
+    return ExprSpec(text, site.path, ScalarSite(site.line, site.column, segments), who, None)
+
+
+def _reword(issue: LoadIssue) -> LoadIssue:
+    if _NO_INPUT in issue.message:
+        message = "a limit's key cannot read `input` (use budget.amount for the input)"
+        return LoadIssue(issue.path, issue.line, issue.column, issue.policy, None, message)
+    return issue
+
+
+def _compiled(expr: ExprSpec, issues: list[LoadIssue]) -> Any:
+    try:
+        return backend().compile(expr.text)
+    except ValueError as exc:
+        issues.append(
+            LoadIssue(expr.path, expr.site.line, expr.site.column, expr.policy, None, str(exc))
+        )
+        return None

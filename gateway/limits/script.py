@@ -1,0 +1,105 @@
+"""The one Lua script that checks and spends every limit of a call in ONE round trip.
+
+KEYS: two per limit, in the call's order: the limit's state key, then its approval marker key
+(used only when the limit is forced past on an approval). Every key of every call carries the
+same hash tag, so one EVAL never spans Redis Cluster slots (docs/limits.md, ADR 0022).
+
+ARGV: 1 `now` in milliseconds (the gateway's injected clock, never Redis `TIME`), then five
+per limit: kind (`r` rate, `b` budget), a, b, c, force:
+
+- rate (GCRA): a = emission interval in ms (window / limit), b = burst, c unused. The state is
+  the theoretical arrival time (TAT); a call passes when TAT' - now <= burst * interval, where
+  TAT' = max(TAT, now) + interval. TTL = TAT' - now, at most the window (burst <= limit).
+- budget: a = amount, b = max, c = window in ms. The state (a hash) is the amount spent in
+  the window that started at the key's first spend and when that window ends (`reset_at`, on
+  the gateway's clock; the key's TTL is the time left to it, at most the window). A call
+  passes when spent + amount <= max. force = 1 (an approved call) lets it past once: the
+  marker key (TTL = window) records that this approval's amount was counted, so a repeated
+  Resume of the same approval never counts it twice.
+
+All or nothing: the script first decides every limit, and writes only when every one passed.
+Reply: four strings per limit (Lua numbers would be truncated to integers): passed ('1' or
+'0'), remaining (after this call when it passed), retry_after_ms ('-1' when waiting never
+helps: an amount above the budget's max), and for a budget this call spent from, the end of
+its window (`reset_at`, what `GIVE_BACK` checks), else '0'.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+CHECK_AND_SPEND: Final = """
+local now = tonumber(ARGV[1])
+local n = (#ARGV - 1) / 5
+local out, plans, all_pass = {}, {}, true
+local function num(x) return string.format('%.17g', x) end
+local function put(passed, remaining, wait, window)
+  out[#out + 1] = passed
+  out[#out + 1] = num(remaining)
+  out[#out + 1] = num(wait)
+  out[#out + 1] = num(window)
+end
+for i = 1, n do
+  local at = 1 + (i - 1) * 5
+  local kind, a, b, c = ARGV[at + 1], tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]),
+    tonumber(ARGV[at + 4])
+  local force = ARGV[at + 5] == '1'
+  local key, marker = KEYS[2 * i - 1], KEYS[2 * i]
+  if kind == 'r' then
+    local tat = tonumber(redis.call('GET', key) or '0') or 0
+    if tat < now then tat = now end
+    local new_tat = tat + a
+    local tolerance = a * b
+    if new_tat - now <= tolerance then
+      plans[i] = {'r', key, new_tat}
+      put('1', math.floor((tolerance - (new_tat - now)) / a + 1e-9), 0, 0)
+    else
+      all_pass = false
+      put('0', 0, new_tat - tolerance - now, 0)
+    end
+  else
+    local state = redis.call('HMGET', key, 'spent', 'reset_at')
+    local spent, reset_at = tonumber(state[1] or '0') or 0, tonumber(state[2] or '0') or 0
+    if reset_at <= now then spent, reset_at = 0, now + c end
+    if force and redis.call('EXISTS', marker) == 1 then
+      put('1', b - spent, 0, 0)  -- this approval's amount was counted already
+    elseif force or spent + a <= b then
+      plans[i] = {'b', key, spent + a, reset_at, force and marker or false}
+      put('1', b - spent - a, 0, reset_at)
+    else
+      all_pass = false
+      put('0', b - spent, a > b and -1 or reset_at - now, 0)
+    end
+  end
+end
+if all_pass then
+  for i = 1, n do
+    local p = plans[i]
+    if p and p[1] == 'r' then
+      redis.call('SET', p[2], num(p[3]), 'PX', math.max(1, math.ceil(p[3] - now)))
+    elseif p then
+      local ttl = math.max(1, math.ceil(p[4] - now))
+      redis.call('HSET', p[2], 'spent', num(p[3]), 'reset_at', num(p[4]))
+      redis.call('PEXPIRE', p[2], ttl)
+      if p[5] then redis.call('SET', p[5], '1', 'PX', ttl) end
+    end
+  end
+end
+return out
+"""
+
+# KEYS: the budget state keys to give back to; ARGV: then per key the amount and the window
+# end (`reset_at`) it was spent in. Only that same window is credited (a window that ended
+# since has nothing of it), never below zero.
+GIVE_BACK: Final = """
+for i = 1, #KEYS do
+  local amount, window = tonumber(ARGV[2 * i - 1]), ARGV[2 * i]
+  local f = redis.call('HMGET', KEYS[i], 'spent', 'reset_at')
+  if f[1] and f[2] == window then
+    local left = tonumber(f[1]) - amount
+    if left < 0 then left = 0 end
+    redis.call('HSET', KEYS[i], 'spent', string.format('%.17g', left))
+  end
+end
+return #KEYS
+"""

@@ -1,0 +1,117 @@
+"""The limit state in Redis: one script call checks and spends every limit of a call.
+
+Key layout (docs/limits.md; ADR 0022):
+
+    <prefix>:{lim}:<limit>:<sha256(key value)[:32]>               the state (TAT or spent)
+    <prefix>:{lim}:<limit>:<sha256(key value)[:32]>:apr:<id>      an approval counted (budgets)
+
+Every key shares the `{lim}` hash tag: the limits of one call are different keys (a per-actor
+rate, a per-tenant budget, ...) that must be read and written in ONE atomic script, and the
+same key is reached from calls of any capability and actor, so no narrower tag can put all
+the keys of every call in one slot. The cost: limit state lives on one Cluster shard. Key
+values are hashed, so actor ids and tenants never appear in key names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.limits.model import LimitSpec
+from gateway.limits.script import CHECK_AND_SPEND, GIVE_BACK
+from gateway.redisconn import RedisClient, mapped_errors
+
+TAG = "{lim}"
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """One limit to check for a call: its spec, the key value, the amount (budgets), and
+    whether an approval lets it past (budgets with `on_exceed: require-approval`)."""
+
+    spec: LimitSpec
+    key: str
+    amount: float = 1.0
+    approval_id: str = ""  # forced past the budget once for this approval
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    passed: bool
+    remaining: float
+    retry_after_s: float | None  # None: waiting never helps (amount above the budget's max)
+    window: bytes = b"0"  # a budget spent from: its window's end, as stored (for give_back)
+
+
+@dataclass(frozen=True, slots=True)
+class Spent:
+    """What a call spent from one budget, so a call that never ran can give it back."""
+
+    key: str
+    amount: float
+    window: bytes
+
+
+class RedisLimiter:
+    """Checks and spends limits in Redis. `now` is the caller's (the runtime's injected wall
+    clock), passed to the script: never Redis `TIME`, so every replica and test agrees."""
+
+    def __init__(self, redis: RedisClient, *, prefix: str) -> None:
+        if "{" in prefix or "}" in prefix:
+            raise ValueError("redis key prefix must not contain braces")
+        self._prefix = prefix
+        self._script = redis.register_script(CHECK_AND_SPEND)
+        self._give_back = redis.register_script(GIVE_BACK)
+
+    def key(self, spec: LimitSpec, value: str) -> str:
+        digest = hashlib.sha256(value.encode()).hexdigest()[:32]
+        return f"{self._prefix}:{TAG}:{spec.name}:{digest}"
+
+    async def check(self, charges: Sequence[Charge], *, now: float) -> list[Verdict]:
+        """One verdict per charge; every charge was spent when every verdict passed, none
+        otherwise. Raises `RedisUnavailable` when Redis cannot answer."""
+        keys: list[str] = []
+        args: list[Any] = [repr(math.floor(now * 1000.0))]
+        for charge in charges:
+            state = self.key(charge.spec, charge.key)
+            keys += [state, f"{state}:apr:{charge.approval_id or '-'}"]
+            args += _args(charge)
+        with mapped_errors():
+            reply: list[Any] = await self._script(keys=keys, args=args)
+        verdicts = []
+        for i in range(len(charges)):
+            passed, remaining, wait = (float(bytes(x)) for x in reply[4 * i : 4 * i + 3])
+            retry = None if wait < 0 else wait / 1000.0
+            window = bytes(reply[4 * i + 3])
+            verdicts.append(Verdict(passed == 1.0, max(0.0, remaining), retry, window))
+        return verdicts
+
+    def spent(self, charges: Sequence[Charge], verdicts: Sequence[Verdict]) -> tuple[Spent, ...]:
+        """The budget amounts a passed check spent (rates count attempts: never given back)."""
+        return tuple(
+            Spent(self.key(c.spec, c.key), c.amount, v.window)
+            for c, v in zip(charges, verdicts, strict=True)
+            if c.spec.budget is not None and v.window != b"0" and c.amount > 0
+        )
+
+    async def give_back(self, spent: Sequence[Spent]) -> None:
+        """Credit budgets a call spent from when its upstream was never called (one round
+        trip; only the window it was spent in). Raises `RedisUnavailable`."""
+        args: list[Any] = []
+        for item in spent:
+            args += [repr(item.amount), item.window]
+        with mapped_errors():
+            await self._give_back(keys=[s.key for s in spent], args=args)
+
+
+def _args(charge: Charge) -> list[str]:
+    spec = charge.spec
+    force = "1" if charge.approval_id else "0"
+    if spec.rate is not None:
+        return ["r", repr(spec.rate.interval_ms), str(spec.rate.burst), "0", force]
+    assert spec.budget is not None
+    window_ms = repr(spec.budget.window_s * 1000.0)
+    return ["b", repr(charge.amount), repr(spec.budget.max), window_ms, force]

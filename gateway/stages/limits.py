@@ -1,0 +1,205 @@
+"""Rate limits and budgets (docs/limits.md, ADR 0022): after the invocation policies (7),
+before the approval gate (8).
+
+Every limit that selects the capability is evaluated in ONE Redis script (one round trip):
+its key (CEL over actor, capability, request) names the counter, a budget's amount (CEL over
+the validated input) is what the call spends. All or nothing: either every limit passes and
+each is spent, or none is spent and the call answers RATE_LIMITED with `retry_after`.
+
+A budget with `on_exceed: require-approval` that only it refuses turns the call into an
+approval request (nothing spent); the resumed (or inline-approved) call is checked again and
+let past that budget once, counted once per approval. Redis unavailable: each limit fails
+open or closed (`on_redis_down`; UPSTREAM_UNAVAILABLE when closed), counted by the metric
+`capgate.limits.unavailable`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from typing import Any
+
+from cel_expr_python import cel
+
+from gateway.call import Call, Runtime
+from gateway.errors import CapabilityError, Code, InputIssue
+from gateway.limits.compile import CompiledLimit, backend
+from gateway.limits.store import Charge
+from gateway.redisconn import RedisUnavailable
+from gateway.stages.policies import eval_request
+from gateway.telemetry import metrics
+from policy import ApprovalRequirement, Phase
+from policy.bindings import bindings_for
+
+log = logging.getLogger("capgate.limits")
+
+
+def budget_reason(name: str) -> str:
+    """The approval reason of an over-budget call; a Resume whose approval carries it is let
+    past that budget once."""
+    return f"Budget {name} would be exceeded by this call."
+
+
+async def enforce_limits(call: Call, rt: Runtime) -> None:
+    """The limits row before stage 8, on Invoke and Resume."""
+    prepared = call.prepared
+    assert prepared is not None
+    if not prepared.limits:
+        return  # most capabilities have no limit: no bindings, no Redis
+    await _check(call, rt, prepared.limits)
+
+
+async def spend_after_inline_approval(call: Call, rt: Runtime) -> None:
+    """After stage 8: an inline approver approved an over-budget call in the same execution;
+    nothing was spent yet, so spend now, past the approved budget once."""
+    if call.limits_deferred and call.approval is not None:
+        assert call.prepared is not None
+        call.limits_deferred = False
+        await _check(call, rt, call.prepared.limits)
+
+
+async def _check(call: Call, rt: Runtime, limits: tuple[CompiledLimit, ...]) -> None:
+    charges = _charges(call, rt, limits)
+    try:
+        if rt.limiter is None:
+            raise RedisUnavailable("no limit store")
+        verdicts = await rt.limiter.check(charges, now=rt.wall())
+    except RedisUnavailable as exc:
+        _unavailable(charges, str(exc))
+        return
+    pairs = list(zip(charges, verdicts, strict=True))
+    if all(v.passed for v in verdicts):
+        call.limit_spent = rt.limiter.spent(charges, verdicts)
+    call.limit_state = {c.spec.name: {"remaining": v.remaining, "max": _max(c)} for c, v in pairs}
+    refused = [(c, v) for c, v in pairs if not v.passed]
+    if not refused:
+        return
+    for charge, _ in refused:
+        metrics.limits_refused.add((charge.spec.name,))
+    if call.approval is None and all(_approvable(c) for c, _ in refused):
+        call.limits_deferred = True
+        reasons = tuple(budget_reason(c.spec.name) for c, _ in refused)
+        call.requirement = _with_reasons(call.requirement, reasons)
+        return
+    waits = [v.retry_after_s for _, v in refused]
+    never = any(w is None for w in waits)
+    raise CapabilityError(
+        Code.RATE_LIMITED,
+        reason="limit " + ",".join(c.spec.name for c, _ in refused),
+        retryable=False if never else None,
+        retry_after_s=None if never else max(w for w in waits if w is not None),
+    )
+
+
+async def give_back(call: Call, rt: Runtime) -> None:
+    """The runner, when a call ends without its upstream called (NOT_STARTED: refused by an
+    execution-phase policy, an idempotent repeat, no upstream reachable, ...): what it spent
+    from budgets is credited back. Best effort: Redis unavailable leaves it spent (logged)."""
+    spent, call.limit_spent = call.limit_spent, ()
+    if not spent or rt.limiter is None:
+        return
+    try:
+        await rt.limiter.give_back(spent)
+    except RedisUnavailable:
+        log.warning("could not give back the budgets of %s", call.execution_id)
+
+
+def _charges(call: Call, rt: Runtime, limits: tuple[CompiledLimit, ...]) -> list[Charge]:
+    req = eval_request(call, rt, with_input=True)
+    assert req.now is not None
+    activation = backend().activation(bindings_for(Phase.INVOCATION, req, req.now, {}))
+    approved = frozenset(call.approval.reasons) if call.approval is not None else frozenset()
+    out = []
+    for limit in limits:
+        spec = limit.spec
+        key = _key(limit, _eval(limit.key, activation))
+        amount = 1.0
+        forced = ""
+        if spec.budget is not None:
+            amount = _amount(limit, _eval(limit.amount, activation))
+            if spec.budget.on_exceed == "require-approval" and budget_reason(spec.name) in approved:
+                forced = call.approval.id
+        out.append(Charge(spec, key, amount, forced))
+    return out
+
+
+class _Error:
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _eval(program: Any, activation: Any) -> Any:
+    try:
+        result = program.eval(activation)
+    except RuntimeError as exc:
+        return _Error(str(exc))
+    if result.type() == cel.Type.ERROR:
+        return _Error(str(result.value()))
+    return result.value()
+
+
+def _key(limit: CompiledLimit, value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    why = value.text if isinstance(value, _Error) else f"not a string but {type(value).__name__}"
+    log.warning("limit %s: key failed: %s", limit.name, why[:200])
+    raise CapabilityError(Code.POLICY_FAILED, reason=f"limit {limit.name} key: evaluation failed")
+
+
+def _amount(limit: CompiledLimit, value: Any) -> float:
+    number = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        number = float(value)
+    if number is None or not math.isfinite(number) or number < 0:
+        what = "could not be computed" if isinstance(value, _Error) else "is not a number >= 0"
+        message = f"the amount of budget {limit.name} {what}"
+        raise CapabilityError(
+            Code.INPUT_INVALID,
+            reason=f"limit {limit.name} amount refused",
+            issues=(InputIssue("", message),),
+        )
+    return number
+
+
+def _approvable(charge: Charge) -> bool:
+    budget = charge.spec.budget
+    return budget is not None and budget.on_exceed == "require-approval"
+
+
+def _max(charge: Charge) -> float:
+    spec = charge.spec
+    if spec.rate is not None:
+        return float(spec.rate.burst)
+    assert spec.budget is not None
+    return spec.budget.max
+
+
+def _with_reasons(
+    requirement: ApprovalRequirement | None, reasons: tuple[str, ...]
+) -> ApprovalRequirement:
+    if requirement is None:
+        return ApprovalRequirement(reasons=reasons, roles=frozenset(), expires_in=None, policies=())
+    merged = tuple(dict.fromkeys((*requirement.reasons, *reasons)))
+    return dataclasses.replace(requirement, reasons=merged)
+
+
+def _unavailable(charges: list[Charge], cause: str) -> None:
+    """Redis could not answer: each limit fails open or closed; any closed one refuses."""
+    closed = []
+    for charge in charges:
+        mode = "open" if charge.spec.fails_open else "closed"
+        metrics.limits_unavailable.add((charge.spec.name, mode))
+        if mode == "closed":
+            closed.append(charge.spec.name)
+    log.warning("limit store unavailable (%s): %d limit(s) failed closed", cause, len(closed))
+    if closed:
+        raise CapabilityError(
+            Code.UPSTREAM_UNAVAILABLE,
+            message="Limits cannot be checked right now; try again later.",
+            reason="limit store unavailable: " + ",".join(closed),
+        )
