@@ -155,6 +155,28 @@ describe("readAgentContext for other server frameworks", () => {
     );
   });
 
+  // The gateway reuses one token across executions (DESIGN §12, amended 2026-12-01): it names no
+  // execution; each call's execution id and capability come from the metadata beside it.
+  test("a reused token takes the execution id and capability from the metadata", () => {
+    const { exec_id: _e, cap: _c, ...reused } = baseClaims;
+    const token = mint(reused);
+    for (const exec of ["exe-1", "exe-2"]) {
+      const headers = new Headers({ ...forwarded(token, { "x-capgate-execution-id": exec }), "x-capgate-idempotency-key": "" });
+      const ctx = readAgentContext(verifier, headers);
+      assert.equal(ctx.executionId, exec);
+      assert.equal(ctx.capabilityId, "orders.refund");
+      assert.equal(ctx.idempotencyKey, exec);
+    }
+    for (const missing of ["x-capgate-execution-id", "x-capgate-capability"]) {
+      const headers = forwarded(token);
+      delete headers[missing];
+      assert.throws(
+        () => readAgentContext(verifier, new Headers(headers)),
+        (e: unknown) => e instanceof AgentContextInvalid && e.reason === "missing_metadata",
+      );
+    }
+  });
+
   test("an approval id header without a signed approval is refused", () => {
     const headers = new Headers(forwarded(mint(baseClaims), { "x-capgate-approval-id": "apr-forged" }));
     assert.throws(

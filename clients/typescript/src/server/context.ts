@@ -29,7 +29,11 @@ export interface AgentContext {
 }
 
 /** Why a call carried no acceptable agent context. */
-export type AgentContextReason = ActorTokenInvalid["reason"] | "missing_token" | "header_mismatch";
+export type AgentContextReason =
+  | ActorTokenInvalid["reason"]
+  | "missing_token"
+  | "header_mismatch"
+  | "missing_metadata"; // a token naming no execution, without x-capgate-execution-id/-capability
 
 export class AgentContextInvalid extends Error {
   readonly reason: AgentContextReason;
@@ -66,20 +70,25 @@ export function readAgentContext(
     throw err;
   }
   const repeated: [string, string | undefined][] = [
-    ["x-capgate-execution-id", claims.exec_id],
-    ["x-capgate-capability", claims.cap],
     ["x-capgate-surface", claims.surface],
     ["x-capgate-approval-id", claims.approval_id],
   ];
+  // A token signed before reuse names its execution: the metadata must agree. A reused token
+  // names none: the execution id and capability come from the metadata (both required).
+  if (claims.exec_id !== undefined) repeated.push(["x-capgate-execution-id", claims.exec_id]);
+  if (claims.cap !== undefined) repeated.push(["x-capgate-capability", claims.cap]);
   for (const [name, signed] of repeated) {
     const plain = get(name);
     if (plain !== undefined && plain !== (signed ?? "")) throw new AgentContextInvalid("header_mismatch");
   }
+  const executionId = claims.exec_id || get("x-capgate-execution-id") || "";
+  const capabilityId = claims.cap || get("x-capgate-capability") || "";
+  if (executionId === "" || capabilityId === "") throw new AgentContextInvalid("missing_metadata");
   return {
-    executionId: claims.exec_id,
-    capabilityId: claims.cap,
+    executionId,
+    capabilityId,
     surface: claims.surface,
-    idempotencyKey: get("x-capgate-idempotency-key") || claims.exec_id,
+    idempotencyKey: get("x-capgate-idempotency-key") || executionId,
     correlationId: get("x-capgate-correlation-id") ?? "",
     approvalId: claims.approval_id,
     approver: claims.approver,

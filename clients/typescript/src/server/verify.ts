@@ -16,8 +16,10 @@ export const MAX_LIFETIME_S = 60;
 const ALLOWED_ALGS = new Set(["EdDSA", "ES256"]);
 const ES256_SIGNATURE_BYTES = 64; // raw R || S (RFC 7518 §3.4), never DER
 const B64URL = /^[A-Za-z0-9_-]*$/;
-const STRING_CLAIMS = ["iss", "sub", "actor_iss", "kind", "exec_id", "cap", "surface", "jti"] as const;
-const OPTIONAL_STRING_CLAIMS = ["approval_id", "approver"] as const;
+const STRING_CLAIMS = ["iss", "sub", "actor_iss", "kind", "surface", "jti"] as const;
+// exec_id and cap are optional: the gateway reuses a token across executions (DESIGN §12, amended
+// 2026-12-01) and sends them as metadata beside it; tokens signed before that carry them.
+const OPTIONAL_STRING_CLAIMS = ["exec_id", "cap", "approval_id", "approver"] as const;
 
 export type ActorTokenReason =
   | "malformed"
@@ -51,8 +53,8 @@ export interface ActorTokenClaims {
   readonly actor_iss: string;
   readonly kind: string;
   readonly roles: readonly string[];
-  readonly exec_id: string;
-  readonly cap: string;
+  readonly exec_id?: string;
+  readonly cap?: string;
   readonly surface: string;
   readonly approval_id?: string;
   readonly approver?: string;
