@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from gateway.config.context import Ctx, mapping, text
 from gateway.config.problems import PathParts
 from gateway.config.source import LDict
 from gateway.upstream.httpspec import BODY_METHODS, HttpRoute, HttpUpstream, parse_template
-from gateway.upstream.mcpspec import McpUpstream
+from gateway.upstream.mcpspec import McpUpstream, OAuthClient
 
 __all__ = [
     "check_http_capability",
@@ -28,6 +29,7 @@ __all__ = [
 ]
 
 _DOT_SEGMENTS = frozenset({".", ".."})
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 _SEGMENT_TYPES = frozenset({"string", "integer"})
 
 
@@ -44,6 +46,11 @@ def check_http_upstream(ctx: Ctx, upstream: LDict, parts: PathParts) -> None:
         ctx.fail((*parts, "address"), f"a kind {kind} upstream's address is host:port")
     if "descriptor_set" in upstream:
         ctx.fail((*parts, "descriptor_set"), f"not used by {kind} upstreams")
+    oauth = mapping(mapping(upstream.get("mcp")).get("oauth"))
+    url = text(oauth, "token_url")
+    if url.startswith("http://") and urlsplit(url).hostname not in _LOOPBACK:
+        where = (*parts, "mcp", "oauth", "token_url")
+        ctx.fail(where, "must be https (http only on a loopback address)")
     base = text(mapping(upstream.get("http")), "base_path")
     if any(segment in _DOT_SEGMENTS for segment in base.split("/")):
         ctx.fail((*parts, "http", "base_path"), "a . or .. segment is not allowed")
@@ -155,4 +162,17 @@ def mcp_upstream(node: Any) -> McpUpstream | None:
         path=node.get("path", "/mcp"),
         protocol=node.get("protocol", "auto"),
         headers=tuple((str(k), str(v)) for k, v in node.get("headers", {}).items()),
+        oauth=_oauth(node.get("oauth")),
+    )
+
+
+def _oauth(node: Any) -> OAuthClient | None:
+    if not isinstance(node, Mapping):
+        return None
+    return OAuthClient(
+        token_url=node["token_url"],
+        client_id=node["client_id"],
+        client_secret=node["client_secret"],
+        scope=node.get("scope", ""),
+        audience=node.get("audience", ""),
     )

@@ -428,6 +428,7 @@ class HttpClients:
         self._clients: dict[str, tuple[Upstream, httpx2.AsyncClient]] = {}
         self._retired: list[httpx2.AsyncClient] = []
         self._shared: dict[str, tuple[Upstream, Any]] = {}
+        self._retired_shared: list[Any] = []
 
     def client(self, upstream: Upstream) -> httpx2.AsyncClient:
         known = self._clients.get(upstream.name)
@@ -447,11 +448,17 @@ class HttpClients:
         if known is not None and known[0] == upstream:
             return known[1]  # type: ignore[no-any-return]
         made = make(client)
+        if known is not None:
+            self._retired_shared.append(known[1])  # closed with the pool
         self._shared[upstream.name] = (upstream, made)
         return made
 
     async def close(self) -> None:
-        self._shared = {}
+        for made in [m for _, m in self._shared.values()] + self._retired_shared:
+            closer = getattr(made, "aclose", None)
+            if closer is not None:
+                await closer()
+        self._shared, self._retired_shared = {}, []
         clients = [c for _, c in self._clients.values()] + self._retired
         self._clients, self._retired = {}, []
         for client in clients:

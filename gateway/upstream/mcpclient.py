@@ -8,6 +8,8 @@
   negotiated `MCP-Protocol-Version`. The session is pooled: every call to the upstream shares
   it. A `404` for the session means the server forgot it (the request was not processed), so
   the client makes a new session and sends the request again, once.
+- Credentials: the upstream's static `headers`, and with `oauth` an access token from its token
+  endpoint (client credentials, gateway/upstream/oauth.py) as `Authorization: Bearer`.
 - `protocol: auto` sends `server/discover` in the stateless era first and keeps that era when
   the server lists `2026-07-28`; anything else falls back to `initialize`.
 
@@ -33,6 +35,7 @@ from gateway.jsonvalue import parse_strict
 from gateway.settings import Upstream
 from gateway.upstream.http import USER_AGENT, SentTracker, answered, transport_failure
 from gateway.upstream.mcpspec import HANDSHAKE_VERSIONS, STATELESS_VERSION, McpUpstream
+from gateway.upstream.oauth import TokenSource
 from gateway.upstream.state import ExecutionState, with_state
 
 __all__ = ["CLIENT_INFO", "McpClient", "McpProtocolError"]
@@ -72,6 +75,11 @@ class McpClient:
             [("user-agent", USER_AGENT), ("accept", "application/json, text/event-stream")]
         )
         self._headers.update(dict(spec.headers))
+        self._oauth = (
+            TokenSource(spec.oauth, upstream=upstream.name, ca_file=upstream.ca_file)
+            if spec.oauth is not None
+            else None
+        )
         self._ids = itertools.count(1)
         self._lock = asyncio.Lock()
         self.era: str | None = None  # "stateless" or "handshake", once known
@@ -115,6 +123,11 @@ class McpClient:
         """The `tools/call` result (isError and all); protocol errors raise."""
         params = {"name": name, "arguments": arguments}
         return await self.request("tools/call", params, sent=sent, extra=headers)
+
+    async def aclose(self) -> None:
+        """Close what the client owns besides the pooled HTTP client (the token source's)."""
+        if self._oauth is not None:
+            await self._oauth.close()
 
     # -- requests ----------------------------------------------------------------------------
 
@@ -244,6 +257,8 @@ class McpClient:
         all_headers = self._headers.copy()
         all_headers.update(headers)
         all_headers["content-type"] = "application/json"
+        if self._oauth is not None:  # raises NOT_STARTED when no token can be had
+            all_headers["authorization"] = f"Bearer {await self._oauth.token()}"
         where = f"upstream {self.upstream}"
         try:
             request = self._client.build_request(

@@ -6,12 +6,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-__all__ = ["HANDSHAKE_VERSIONS", "STATELESS_VERSION", "McpUpstream", "Protocol"]
+__all__ = ["HANDSHAKE_VERSIONS", "STATELESS_VERSION", "McpUpstream", "OAuthClient", "Protocol"]
 
 # The handshake era (initialize, Mcp-Session-Id), newest first, and the stateless era.
 HANDSHAKE_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26")
 STATELESS_VERSION: Final = "2026-07-28"
 Protocol = Literal["auto", "2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"]
+
+
+@dataclass(frozen=True, slots=True)
+class OAuthClient:
+    """OAuth 2.0 client credentials towards the upstream (gateway/upstream/oauth.py)."""
+
+    token_url: str
+    client_id: str
+    client_secret: str = field(default="", repr=False)
+    scope: str = ""
+    audience: str = ""  # sent as `audience` when set (several providers ask for it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,3 +34,4 @@ class McpUpstream:
     protocol: Protocol = "auto"
     # Static headers on every request (a bearer credential via {{ env.X }}); repr=False.
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    oauth: OAuthClient | None = None  # an access token from a token endpoint, per upstream

@@ -80,7 +80,14 @@ PUBLIC = {
     "httpspec": ["BODY_METHODS", "HttpRoute", "HttpUpstream", "PathPart", "parse_template"],
     "targets": ["LOAD_TIMEOUT_S", "Target", "prepare_target"],
     "openapi": ["Draft", "draft_capabilities"],
-    "mcpspec": ["HANDSHAKE_VERSIONS", "STATELESS_VERSION", "McpUpstream", "Protocol"],
+    "mcpspec": [
+        "HANDSHAKE_VERSIONS",
+        "STATELESS_VERSION",
+        "McpUpstream",
+        "OAuthClient",
+        "Protocol",
+    ],
+    "oauth": ["MARGIN_S", "TokenSource"],
     "mcpclient": ["CLIENT_INFO", "McpClient", "McpProtocolError"],
     "mcpcall": [
         "UNSUPPORTED_KEYWORDS",

@@ -44,3 +44,24 @@ def test_mcp_config_problems_are_located(tmp_path: Path) -> None:
 def test_tool_on_another_kind_of_upstream_is_refused(tmp_path: Path) -> None:
     found = _problems(tmp_path, "rpc", "tool: search")
     assert ("capabilities[0].tool", 14, "only used with an upstream of kind: mcp") in found
+
+
+def test_an_oauth_token_url_over_http_must_be_loopback(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.yaml"
+    oauth = "{token_url: 'http://idp.example/token', client_id: c, client_secret: s}"
+    text = f"""version: 1
+listeners:
+  - {{name: agents, address: "127.0.0.1:0", surface: agent, auth: none}}
+upstreams:
+  desk: {{kind: mcp, address: "127.0.0.1:8080", mcp: {{oauth: {oauth}}}}}
+"""
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_settings(path, environ={})
+    found = {(p.path_in_file, p.message) for p in info.value.problems}
+    assert found == {
+        ("upstreams.desk.mcp.oauth.token_url", "must be https (http only on a loopback address)")
+    }
+    path.write_text(text.replace("http://idp.example", "http://127.0.0.1:9"))
+    spec = load_settings(path, environ={}).upstreams["desk"].mcp
+    assert spec is not None and spec.oauth is not None and spec.oauth.client_id == "c"
