@@ -95,14 +95,11 @@ async def _check(call: Call, rt: Runtime, limits: tuple[CompiledLimit, ...]) -> 
 async def give_back(call: Call, rt: Runtime) -> None:
     """The runner, when a call ends without its upstream called (NOT_STARTED: refused by an
     execution-phase policy, an idempotent repeat, no upstream reachable, ...): what it spent
-    from budgets is credited back. Best effort: Redis unavailable leaves it spent (logged)."""
+    from budgets is credited back. Best effort: the runner logs and counts a failure
+    (`capgate.outcome.record_failures{what="limits"}`) and the amount stays spent."""
     spent, call.limit_spent = call.limit_spent, ()
-    if not spent or rt.limiter is None:
-        return
-    try:
+    if spent and rt.limiter is not None:
         await rt.limiter.give_back(spent)
-    except RedisUnavailable:
-        log.warning("could not give back the budgets of %s", call.execution_id)
 
 
 def _charges(call: Call, rt: Runtime, limits: tuple[CompiledLimit, ...]) -> list[Charge]:
