@@ -12,6 +12,9 @@ import java.util.List;
  * @param subject sub: the actor id
  * @param actorIssuer actor_iss: the actor's own issuer
  * @param kind user, service, agent or anonymous
+ * @param executionId exec_id, null when absent: the gateway reuses a token across executions
+ *     (DESIGN §12, amended 2026-12-01) and sends the execution id as metadata beside it
+ * @param capability cap, null when absent (then x-capgate-capability)
  * @param approvalId approval_id, null unless the execution resumes an approval
  * @param approver approver, null unless the execution resumes an approval
  * @param issuedAt iat, Unix seconds

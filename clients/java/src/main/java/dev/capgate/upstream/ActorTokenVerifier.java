@@ -36,7 +36,7 @@ public final class ActorTokenVerifier {
           .enable(JsonParser.Feature.STRICT_DUPLICATE_DETECTION)
           .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
   private static final String[] STRING_CLAIMS = {
-    "iss", "sub", "actor_iss", "kind", "exec_id", "cap", "surface", "jti"
+    "iss", "sub", "actor_iss", "kind", "surface", "jti"
   };
 
   private final Map<String, Jwks.Key> keys;
@@ -178,7 +178,9 @@ public final class ActorTokenVerifier {
         throw invalid("invalid_claims");
       }
     }
-    for (String name : new String[] {"approval_id", "approver"}) {
+    // exec_id and cap are optional: the gateway reuses a token across executions (DESIGN §12,
+    // amended 2026-12-01) and sends them as metadata beside it; older tokens carry them.
+    for (String name : new String[] {"exec_id", "cap", "approval_id", "approver"}) {
       if (p.has(name) && !p.get(name).isTextual()) {
         throw invalid("invalid_claims");
       }
@@ -209,8 +211,8 @@ public final class ActorTokenVerifier {
         p.get("actor_iss").asText(),
         p.get("kind").asText(),
         roleList,
-        p.get("exec_id").asText(),
-        p.get("cap").asText(),
+        textOrNull(p, "exec_id"),
+        textOrNull(p, "cap"),
         p.get("surface").asText(),
         textOrNull(p, "approval_id"),
         textOrNull(p, "approver"),

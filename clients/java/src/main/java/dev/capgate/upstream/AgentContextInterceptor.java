@@ -79,25 +79,36 @@ public final class AgentContextInterceptor implements ServerInterceptor {
     }
     ActorClaims c = verifier.verify(tokens.get(0));
     // Metadata is not signed: where it repeats a signed claim it must agree with the token.
+    // A token signed before reuse names its execution (the header must be there and agree); a
+    // reused token names none, and the execution id and capability come from the metadata.
     String execution = one(headers, EXECUTION_ID);
-    if (!c.executionId().equals(execution)) {
+    String capability = one(headers, CAPABILITY);
+    if (c.executionId() != null && !c.executionId().equals(execution)) {
+      throw new InvalidActorTokenException("metadata_mismatch");
+    }
+    if (c.capability() != null && capability != null && !capability.equals(c.capability())) {
       throw new InvalidActorTokenException("metadata_mismatch");
     }
     for (Map.Entry<String, String> e :
-        Map.of(CAPABILITY, c.capability(), SURFACE, c.surface(),
+        Map.of(SURFACE, c.surface(),
             APPROVAL_ID, c.approvalId() == null ? "" : c.approvalId()).entrySet()) {
       String got = one(headers, e.getKey());
       if (got != null && !got.equals(e.getValue())) {
         throw new InvalidActorTokenException("metadata_mismatch");
       }
     }
+    String executionId = c.executionId() != null ? c.executionId() : execution;
+    String capabilityId = c.capability() != null ? c.capability() : capability;
+    if (executionId == null || executionId.isEmpty() || capabilityId == null || capabilityId.isEmpty()) {
+      throw new InvalidActorTokenException("missing_metadata");
+    }
     String key = one(headers, IDEMPOTENCY_KEY);
     return new AgentContext(
         new AgentContext.Actor(c.subject(), c.actorIssuer(), c.kind(), c.roles()),
-        c.executionId(),
-        c.capability(),
+        executionId,
+        capabilityId,
         c.surface(),
-        key == null || key.isEmpty() ? c.executionId() : key, // the gateway's default (seed 001)
+        key == null || key.isEmpty() ? executionId : key, // the gateway's default (seed 001)
         one(headers, CORRELATION_ID),
         c.approvalId(),
         c.approver(),

@@ -143,6 +143,27 @@ class AgentContextInterceptorTest {
     assertEquals("exe_1", ac.get("key").asText());
   }
 
+  /** The gateway reuses one token across executions (DESIGN §12, amended 2026-12-01). */
+  @Test
+  void aReusedTokenTakesTheExecutionFromTheMetadata() throws Exception {
+    ObjectNode reused = claims(now());
+    reused.remove(List.of("exec_id", "cap", "approval_id", "approver"));
+    String token = sign(reused);
+    for (String exec : List.of("exe_1", "exe_2")) {
+      JsonNode ac = call(Map.of("x-capgate-actor-token", token, "x-capgate-execution-id", exec,
+          "x-capgate-capability", "orders.refund"));
+      assertEquals(exec, ac.get("exec").asText());
+      assertEquals(exec, ac.get("key").asText());
+    }
+    for (Map<String, String> md : List.of(
+        Map.of("x-capgate-actor-token", token, "x-capgate-capability", "orders.refund"),
+        Map.of("x-capgate-actor-token", token, "x-capgate-execution-id", "exe_1"))) {
+      StatusRuntimeException err = assertThrows(StatusRuntimeException.class, () -> call(md));
+      assertEquals(Status.Code.UNAUTHENTICATED, err.getStatus().getCode());
+      assertEquals("actor token invalid: missing_metadata", err.getStatus().getDescription());
+    }
+  }
+
   @Test
   void refusedCallsNeverReachTheHandler() throws Exception {
     ObjectNode expired = claims(now() - 120);
