@@ -1,7 +1,8 @@
 """The main job: `make demo`. Starts the example upstream, the gateway (with the embedded Redis
 when no URL is configured) and runs a scripted client through every kind of outcome: completed,
-redacted, denied, concealed, invalid input, timeout, and the approval flow with a self-approval
-refused, and the same governance over MCP (Streamable HTTP); then an existing MCP server
+redacted, denied, concealed, invalid input, timeout, a governance hook's context asking for an
+approval (examples/hooks), and the approval flow with a self-approval refused, and the same
+governance over MCP (Streamable HTTP); then an existing MCP server
 (examples/mcp_upstream) governed with a policy and an approval. Exits 0 when every step behaved as
 documented. `DEMO_HOLD=1` keeps everything running
 and prints the addresses and a caller credential.
