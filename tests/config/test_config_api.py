@@ -30,6 +30,8 @@ def test_signatures():
         "interval_s",
         "environ",
         "initial",
+        "settle_s",
+        "settle",
     ]
     assert list(Problem.__dataclass_fields__) == [
         "path_in_file",
