@@ -115,7 +115,14 @@ def _segment(value: Any, name: str) -> str:
     text = str(value)
     if text in ("", ".", ".."):
         raise _input_invalid(f"$.{name}", _SEGMENT_RULE)
-    return quote(text, safe="")
+    return _encoded(text, name)
+
+
+def _encoded(text: str, name: str) -> str:
+    try:
+        return quote(text, safe="")
+    except UnicodeEncodeError:  # a lone surrogate the parser let through: not sendable
+        raise _input_invalid(f"$.{name}", "must be valid Unicode text") from None
 
 
 def _query_value(value: Any, name: str) -> str:
@@ -141,7 +148,7 @@ def request_for(route: HttpRoute, base_path: str, value: Any) -> HttpRequest:
             segments.append("/" + part.literal)
     target = "".join(segments) or "/"
     pairs = [
-        f"{quote(name, safe='')}={quote(_query_value(fields[name], name), safe='')}"
+        f"{quote(name, safe='')}={_encoded(_query_value(fields[name], name), name)}"
         for name in route.query
         if name in fields and fields[name] is not None
     ]

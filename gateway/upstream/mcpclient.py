@@ -285,29 +285,34 @@ class McpClient:
         return response.status_code, response.headers, body
 
     async def _read(self, response: httpx2.Response, request_id: Any) -> bytes:
-        content_type = response.headers.get("content-type", "").split(";", 1)[0].strip()
+        """The answer's JSON: the body, or the data of the SSE event answering `request_id`.
+        Every byte read counts against `max_response_bytes`, a line without its end too."""
+        event_stream = response.headers.get("content-type", "").split(";", 1)[0].strip()
         size = 0
-        if content_type != "text/event-stream":
-            chunks = []
-            async for chunk in response.aiter_raw():
-                size += len(chunk)
-                if size > self._max_bytes:
-                    raise self._too_large()
-                chunks.append(chunk)
-            return b"".join(chunks)
-        data: list[str] = []
-        async for line in response.aiter_lines():
-            size += len(line) + 1
+        buffered = b""
+        data: list[bytes] = []
+        async for chunk in response.aiter_raw():
+            size += len(chunk)
             if size > self._max_bytes:
                 raise self._too_large()
-            if line.startswith("data:"):
-                data.append(line[5:].removeprefix(" "))
-            elif not line and data:
-                event, data = "\n".join(data).encode(), []
-                if self._answers(event, request_id):
-                    return event
-        if data and self._answers("\n".join(data).encode(), request_id):
-            return "\n".join(data).encode()
+            buffered += chunk
+            if event_stream != "text/event-stream":
+                continue
+            *lines, buffered = buffered.split(b"\n")
+            for raw in lines:
+                line = raw.removesuffix(b"\r")
+                if line.startswith(b"data:"):
+                    data.append(line[5:].removeprefix(b" "))
+                elif not line and data:
+                    event, data = b"\n".join(data), []
+                    if self._answers(event, request_id):
+                        return event
+        if event_stream != "text/event-stream":
+            return buffered
+        if buffered.startswith(b"data:"):
+            data.append(buffered[5:].removeprefix(b" "))
+        if data and self._answers(b"\n".join(data), request_id):
+            return b"\n".join(data)
         return b""
 
     def _answers(self, event: bytes, request_id: Any) -> bool:

@@ -9,7 +9,8 @@ from urllib.parse import unquote
 import orjson
 import pytest
 
-from capgate.v1 import types_pb2
+from capgate.v1 import gateway_pb2, gateway_pb2_grpc, types_pb2
+from tests.gateway.harness import token
 from tests.upstream_http.conftest import HttpEnv
 from tests.upstream_http.httpserver import Answer
 
@@ -137,3 +138,18 @@ async def test_a_cached_read_reaches_the_server_once(env: HttpEnv) -> None:
     assert first.completed.output_json == second.completed.output_json, (first, second)
     assert (first.attempts, second.attempts) == (1, 0)
     assert len(env.api.seen) == 1
+
+
+async def test_a_lone_surrogate_is_refused_not_sent(env: HttpEnv) -> None:
+    raw = b'{"folder": "\\ud800", "name": "n"}'
+    result = await gateway_pb2_grpc.CapabilityGatewayStub(env.channel).Invoke(
+        gateway_pb2.InvokeRequest(capability_id="files.read", input_json=raw),
+        metadata=[("authorization", f"Bearer {token('alice')}")],
+        timeout=10,
+    )
+    assert result.WhichOneof("outcome") == "failed", result
+    assert _code(result) == "ERROR_CODE_INPUT_INVALID", result
+    # The parser refuses it before any stage (gateway/upstream/http.py would too).
+    assert [(i.path, i.message) for i in result.failed.issues] == [("$", "input is not valid JSON")]
+    assert result.execution_state == types_pb2.EXECUTION_STATE_NOT_STARTED
+    assert env.api.seen == []
