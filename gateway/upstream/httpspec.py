@@ -5,7 +5,7 @@ built and sent by `gateway.upstream.http`.
 The base address (scheme, host, port, base path) comes from the upstream's config only; a
 capability adds a path template whose placeholders each fill one whole path segment, query
 parameters by name, and the body. Nothing from a caller's input can reach the scheme, host,
-port, userinfo or fragment of a request URL (No SSRF by construction, ADR 0021).
+port, userinfo or fragment of a request URL (No SSRF by construction, ADR 0028).
 """
 
 from __future__ import annotations
