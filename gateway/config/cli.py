@@ -1,6 +1,7 @@
 """`capgate config check FILE [--resolve-reflection]`, `capgate config schema` and
 `capgate config openapi FILE --upstream NAME` (capabilities drafted from an OpenAPI 3 document,
-gateway/upstream/openapi.py).
+gateway/upstream/openapi.py) and `capgate config mcp-tools CONFIG --upstream NAME` (drafted from
+the tools a kind mcp upstream lists).
 
 `check` runs the loader `capgate serve` runs (`gateway.config.everything.load_everything`)
 without starting Redis or binding a port: the YAML, the schema, the semantic checks, every
@@ -28,10 +29,16 @@ import yaml
 
 from gateway.cliargs import Parser
 from gateway.config.everything import Loaded, load_everything
+from gateway.config.loader import load_settings
 from gateway.config.problems import ConfigError
 from gateway.config.schema import config_schema
+from gateway.errors import CapabilityError
 from gateway.upstream.channels import ChannelPool
+from gateway.upstream.http import HttpClients
+from gateway.upstream.mcpcall import draft_tool_capabilities
+from gateway.upstream.mcpclient import McpClient, McpProtocolError
 from gateway.upstream.openapi import draft_capabilities
+from gateway.upstream.targets import LOAD_TIMEOUT_S
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -61,6 +68,16 @@ def _parser() -> argparse.ArgumentParser:
     openapi.add_argument("file", help="OpenAPI 3 document (YAML or JSON)")
     openapi.add_argument("--upstream", required=True, help="the kind http upstream's name")
     openapi.add_argument("--prefix", default="", help="capability id prefix (default: upstream)")
+    tools = commands.add_parser(
+        "mcp-tools",
+        help="draft capabilities for the tools of a kind mcp upstream of a config",
+        description="Connect to a kind mcp upstream of the config (its address, protocol and "
+        "credentials), list its tools and print capabilities (YAML) for them, hidden "
+        "(expose: {}) until reviewed; the tools' annotations only suggest side_effect.",
+    )
+    tools.add_argument("file", help="config YAML file, or a directory of *.yaml files")
+    tools.add_argument("--upstream", required=True, help="the kind mcp upstream's name")
+    tools.add_argument("--prefix", default="", help="capability id prefix (default: upstream)")
     return parser
 
 
@@ -74,6 +91,8 @@ def main(argv: Sequence[str]) -> int:
         return 0
     if args.command == "openapi":
         return _openapi(args.file, upstream=args.upstream, prefix=args.prefix)
+    if args.command == "mcp-tools":
+        return asyncio.run(_mcp_tools(args.file, upstream=args.upstream, prefix=args.prefix))
     return _check(args.file, resolve_reflection=args.resolve_reflection)
 
 
@@ -91,7 +110,7 @@ def _openapi(file: str, *, upstream: str, prefix: str) -> int:
         draft = draft_capabilities(
             document if isinstance(document, dict) else {},
             upstream=upstream,
-            prefix=prefix or re.sub(r"[^a-z0-9_-]+", "_", upstream.lower()).strip("_") or "api",
+            prefix=prefix or _prefix(upstream),
         )
     except (OSError, yaml.YAMLError, ValueError) as exc:
         print(f"{file}: {exc}", file=sys.stderr)
@@ -99,6 +118,36 @@ def _openapi(file: str, *, upstream: str, prefix: str) -> int:
     for reason in draft.skipped:
         print(f"skipped {reason}", file=sys.stderr)
     print(yaml.safe_dump({"capabilities": draft.capabilities}, sort_keys=False), end="")
+    return 0
+
+
+def _prefix(upstream: str) -> str:
+    return re.sub(r"[^a-z0-9_-]+", "_", upstream.lower()).strip("_") or "api"
+
+
+async def _mcp_tools(file: str, *, upstream: str, prefix: str) -> int:
+    try:
+        settings = load_settings(file)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(problem)
+        return 1
+    spec = settings.upstreams.get(upstream)
+    if spec is None or spec.kind != "mcp":
+        print(f"{file}: no kind mcp upstream named {upstream!r}", file=sys.stderr)
+        return 1
+    clients = HttpClients()
+    try:
+        client = clients.shared(spec, lambda http: McpClient(http, spec))
+        tools, _ = await asyncio.wait_for(client.current_tools(), LOAD_TIMEOUT_S)
+    except (CapabilityError, McpProtocolError, TimeoutError) as exc:
+        reason = exc.reason if isinstance(exc, CapabilityError) else str(exc) or "timed out"
+        print(f"upstream {upstream}: cannot list its tools: {reason}", file=sys.stderr)
+        return 1
+    finally:
+        await clients.close()
+    drafts = draft_tool_capabilities(tools, upstream=upstream, prefix=prefix or _prefix(upstream))
+    print(yaml.safe_dump({"capabilities": drafts}, sort_keys=False), end="")
     return 0
 
 

@@ -43,6 +43,7 @@ from gateway.upstream.state import UPSTREAM_STATUS_KEY, ExecutionState, with_sta
 __all__ = [
     "UNSUPPORTED_KEYWORDS",
     "McpToolCall",
+    "draft_tool_capabilities",
     "find_tool",
     "load_tool",
     "plain_schema",
@@ -228,3 +229,40 @@ async def load_tool(
     if tool is None:
         raise UpstreamConfigError(f"the server lists no tool named {name!r}")
     return tool, generation
+
+
+def draft_tool_capabilities(
+    tools: list[dict[str, Any]], *, upstream: str, prefix: str
+) -> list[dict[str, Any]]:
+    """Capabilities (config mappings) for every tool a server lists, to review: the tool's
+    annotations only suggest `side_effect` and `idempotent` (`readOnlyHint` → read,
+    `destructiveHint` true or absent on a non-read-only tool → destructive, else write,
+    `idempotentHint` → idempotent), risk follows, and `expose: {}` hides each one until someone
+    exposes it (SI-1). The schemas are not copied: they are read from the server at load."""
+    drafts = []
+    for tool in tools:
+        name = tool.get("name")
+        if not isinstance(name, str) or not name:
+            continue
+        found = tool.get("annotations")
+        hints: dict[str, Any] = found if isinstance(found, dict) else {}
+        if hints.get("readOnlyHint") is True:
+            side_effect = "read"
+        elif hints.get("destructiveHint") is False:
+            side_effect = "write"
+        else:  # MCP: destructiveHint defaults to true for tools that are not read-only
+            side_effect = "destructive"
+        slug = "".join(c if c.isalnum() else "_" for c in name.lower()).strip("_") or "tool"
+        draft: dict[str, Any] = {
+            "id": f"{prefix}.{slug if slug[0].isalpha() else 'tool_' + slug}",
+            "description": " ".join(str(tool.get("description") or name).split())[:500],
+            "upstream": upstream,
+            "tool": name,
+            "side_effect": side_effect,
+            "risk": {"read": "low", "write": "medium"}.get(side_effect, "high"),
+            "expose": {},
+        }
+        if hints.get("idempotentHint") is True and side_effect != "read":
+            draft["idempotent"] = True
+        drafts.append(draft)
+    return drafts

@@ -92,6 +92,7 @@ PUBLIC = {
     "mcpcall": [
         "UNSUPPORTED_KEYWORDS",
         "McpToolCall",
+        "draft_tool_capabilities",
         "find_tool",
         "load_tool",
         "plain_schema",
