@@ -21,6 +21,7 @@ import math
 from typing import Any
 
 from cel_expr_python import cel
+from opentelemetry.trace import Span
 
 from gateway.call import Call, Runtime
 from gateway.errors import CapabilityError, Code, InputIssue
@@ -28,7 +29,7 @@ from gateway.limits.compile import CompiledLimit, backend
 from gateway.limits.store import Charge
 from gateway.redisconn import RedisUnavailable
 from gateway.stages.policies import eval_request
-from gateway.telemetry import metrics
+from gateway.telemetry import child_span, metrics
 from policy import ApprovalRequirement, Phase
 from policy.bindings import bindings_for
 
@@ -60,6 +61,12 @@ async def spend_after_inline_approval(call: Call, rt: Runtime) -> None:
 
 
 async def _check(call: Call, rt: Runtime, limits: tuple[CompiledLimit, ...]) -> None:
+    # A span only for calls that have limits (the row itself has none: most calls skip it).
+    with child_span("agent.limits", attributes={"capgate.limits.count": len(limits)}) as span:
+        await _check_in(call, rt, limits, span)
+
+
+async def _check_in(call: Call, rt: Runtime, limits: tuple[CompiledLimit, ...], span: Span) -> None:
     charges = _charges(call, rt, limits)
     try:
         if rt.limiter is None:
@@ -73,6 +80,8 @@ async def _check(call: Call, rt: Runtime, limits: tuple[CompiledLimit, ...]) -> 
         call.limit_spent = rt.limiter.spent(charges, verdicts)
     call.limit_state = {c.spec.name: {"remaining": v.remaining, "max": _max(c)} for c, v in pairs}
     refused = [(c, v) for c, v in pairs if not v.passed]
+    if span.is_recording():
+        span.set_attribute("capgate.limits.refused", len(refused))
     if not refused:
         return
     for charge, _ in refused:
