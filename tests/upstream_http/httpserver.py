@@ -42,6 +42,7 @@ class HttpServer:
         self.seen: list[Seen] = []
         self.answers: list[Answer] = [Answer()]
         self.handler: Handler | None = None
+        self.closed: list[Seen] = []  # requests whose connection the client closed unanswered
         self._server: asyncio.Server | None = None
         self.port = 0
 
@@ -56,6 +57,7 @@ class HttpServer:
 
     def reset(self, *answers: Answer) -> None:
         self.seen.clear()
+        self.closed.clear()
         self.answers = list(answers) or [Answer()]
         self.handler = None
 
@@ -86,8 +88,10 @@ class HttpServer:
                 seen = Seen(method, target, headers, body, peer)
                 self.seen.append(seen)
                 answer = self._next(seen)
-                if answer.hang:
-                    await asyncio.sleep(3600)
+                if answer.hang:  # until the client goes away (reading returns EOF)
+                    await reader.read()
+                    self.closed.append(seen)
+                    return
                 head = [f"HTTP/1.1 {answer.status} X", f"content-length: {len(answer.body)}"]
                 head += [f"{k}: {v}" for k, v in answer.headers]
                 writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + answer.body)

@@ -4,11 +4,14 @@ redirects (off, or same origin only), a dead and a silent upstream, strict outpu
 
 from __future__ import annotations
 
+import asyncio
+
 import orjson
 import pytest
 
-from capgate.v1 import types_pb2
+from capgate.v1 import gateway_pb2, gateway_pb2_grpc, types_pb2
 from gateway.errors import GENERIC_MESSAGE
+from tests.gateway.harness import token
 from tests.upstream_http.conftest import HttpEnv
 from tests.upstream_http.httpserver import Answer
 
@@ -155,3 +158,23 @@ async def test_a_redirect_to_another_origin_is_refused(env: HttpEnv, location: s
     result = await env.invoke("files.moved", {})
     assert _code(result) == "ERROR_CODE_EXECUTION_FAILED", result
     assert len(env.api.seen) == 1 and env.other.seen == []
+
+
+async def test_a_caller_that_cancels_closes_the_upstream_request(env: HttpEnv) -> None:
+    env.api.reset(Answer(hang=True))
+    call = gateway_pb2_grpc.CapabilityGatewayStub(env.channel).Invoke(
+        gateway_pb2.InvokeRequest(capability_id="files.slow", input_json=b"{}"),
+        metadata=[("authorization", f"Bearer {token('alice')}")],
+        timeout=10,
+    )
+    for _ in range(500):  # bounded: until the request reached the server
+        if env.api.seen:
+            break
+        await asyncio.sleep(0.01)
+    assert len(env.api.seen) == 1
+    call.cancel()
+    for _ in range(500):  # bounded: until the gateway closed that request's connection
+        if env.api.closed:
+            break
+        await asyncio.sleep(0.01)
+    assert env.api.closed == env.api.seen
