@@ -20,6 +20,7 @@ from gateway.serve import start
 from tests.gateway.conftest import gateway_environ
 from tests.gateway.harness import token
 from tests.upstream.upstreamkit import Pki, make_pki
+from tests.upstream_http.h2server import H2Server
 from tests.upstream_http.httpserver import Answer, HttpServer
 
 pytestmark = pytest.mark.integration
@@ -121,3 +122,41 @@ async def test_a_server_the_ca_did_not_sign_gets_nothing(
     assert code == "ERROR_CODE_UPSTREAM_UNAVAILABLE", result
     assert result.execution_state == types_pb2.EXECUTION_STATE_NOT_STARTED
     assert server.seen == []
+
+
+async def test_http2_is_spoken_where_the_server_offers_it(
+    tmp_path: Path, redis_server: RedisProcess
+) -> None:
+    pki = make_pki(tmp_path, "api.test")
+    server = await H2Server(_server_context(pki, pki), b'{"over": "h2"}').start()
+    run_dir = tempfile.mkdtemp(prefix="cg-h2-")
+    config = Path(run_dir) / "gateway.yaml"
+    config.write_text(CONFIG)
+    environ = gateway_environ("127.0.0.1:1", redis_server.url, run_dir) | {
+        "TEST_API_ADDR": server.address,
+        "TEST_CA": str(pki.ca),
+        "TEST_CLIENT_CERT": str(pki.client_cert),
+        "TEST_CLIENT_KEY": str(pki.client_key),
+    }
+    gw = await start(load_settings(config, environ=environ), extra_sinks=[MemorySink()])
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{gw.ports()['agents']}") as channel:
+            result: gateway_pb2.ExecutionResult = await gateway_pb2_grpc.CapabilityGatewayStub(
+                channel
+            ).Invoke(
+                gateway_pb2.InvokeRequest(capability_id="secure.read", input_json=b"{}"),
+                metadata=[("authorization", f"Bearer {token('alice')}")],
+                timeout=10,
+            )
+    finally:
+        await gw.stop(0.5)
+        await server.stop()
+    assert result.WhichOneof("outcome") == "completed", result
+    assert orjson.loads(result.completed.output_json) == {"over": "h2"}
+    assert server.alpn == ["h2"]
+    [request] = server.requests
+    assert (request[":method"], request[":path"], request[":authority"]) == (
+        "GET",
+        "/thing",
+        "api.test",
+    )
