@@ -138,14 +138,11 @@ async def measure() -> dict[str, float]:
             policies(p0, Phase.INVOCATION)
         ),
         "execution policies, none apply": per_call_us(policies(p3, Phase.EXECUTION)),
-        "actor token signing (Ed25519, per call)": per_call_us(
-            lambda: signer.sign(
-                actor,
-                upstream="bench",
-                execution_id="e" * 32,
-                capability_id="bench.p3",
-                surface="agent",
-            )
+        "actor token, reused (same actor, upstream, surface)": per_call_us(
+            lambda: signer.sign(actor, upstream="bench", surface="agent")
+        ),
+        "actor token signing (Ed25519, an approved call's own token)": per_call_us(
+            lambda: signer.sign(actor, upstream="bench", surface="agent", approval_id="a" * 32)
         ),
         "upstream input serialization (orjson)": per_call_us(lambda: dumps(value)),
         "output limits walk + schema validation": per_call_us(

@@ -139,7 +139,9 @@ def _summary(values: list[float]) -> dict[str, Any]:
     }
 
 
-def rounds(n_rounds: int, seconds: float, use_ghz: bool) -> dict[str, Any]:
+def rounds(
+    n_rounds: int, seconds: float, use_ghz: bool, gateway_env: dict[str, str] | None = None
+) -> dict[str, Any]:
     run_dir = Path(tempfile.mkdtemp(prefix="cgr-"))
     started: list[procs.Proc] = []
     redis = RedisProcess(run_dir / "redis").start()
@@ -166,7 +168,7 @@ def rounds(n_rounds: int, seconds: float, use_ghz: bool) -> dict[str, Any]:
             run_dir,
             "gw-a",
             fixtures.write_config(gw_dir / "gateway.yaml", cfg),
-            env=procs.gateway_env(run_dir),
+            env={**procs.gateway_env(run_dir), **(gateway_env or {})},
         )
         started.append(pending.proc)
         px = procs.proxy(run_dir, upstream)
@@ -256,6 +258,7 @@ def rounds(n_rounds: int, seconds: float, use_ghz: bool) -> dict[str, Any]:
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "rounds": n_rounds,
         "seconds_per_cell": seconds,
+        "gateway_env": gateway_env or {},
     }
     for tool, ps in pairs.items():
         if not ps:
@@ -289,8 +292,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--no-ghz", action="store_true")
     parser.add_argument("--out", type=Path, default=OUT / "rounds.json")
+    parser.add_argument(
+        "--gateway-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="extra environment for the gateway (e.g. GRPC_EXPERIMENTS=-event_engine_listener)",
+    )
     args = parser.parse_args(argv)
-    result = rounds(args.rounds, args.seconds, not args.no_ghz)
+    env = dict(item.split("=", 1) for item in args.gateway_env)
+    result = rounds(args.rounds, args.seconds, not args.no_ghz, env)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     for tool in ("load", "ghz"):
