@@ -26,6 +26,8 @@ class Actor:
     issuer: str = ""
     roles: tuple[str, ...] = ()
     attributes: Mapping[str, Any] = field(default_factory=dict)
+    # Whom the actor acts for, as its credential said (a JWT's on_behalf_of_claim); "" = unsaid.
+    on_behalf_of: str = ""
 
     @property
     def identity(self) -> tuple[str, str]:

@@ -135,6 +135,7 @@ def build_listener(
                         record,
                         include_input=True,
                         redactor=snapshot().approval_redactor(record.capability_id),
+                        description=snapshot().capability_description(record.capability_id),
                     ),
                 ),
                 admin_names[0],

@@ -43,6 +43,8 @@ class JwtAuth:
     default_kind: str = "user"
     roles_claim: str = "roles"
     attribute_claims: tuple[str, ...] = ()
+    # Dotted path of the claim naming whom the caller acts for (RFC 8693 `act`); "" = none.
+    on_behalf_of_claim: str = "act.sub"
 
 
 @dataclass(frozen=True, slots=True)

@@ -111,6 +111,11 @@ class Snapshot:
         prepared = self.capabilities.get(capability_id)
         return prepared.approval_redactor if prepared is not None else None
 
+    def capability_description(self, capability_id: str) -> str:
+        """The capability's description, "" when it is not (or no longer) configured."""
+        prepared = self.capabilities.get(capability_id)
+        return prepared.capability.description if prepared is not None else ""
+
 
 @dataclass
 class SnapshotHolder:

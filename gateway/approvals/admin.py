@@ -69,6 +69,16 @@ class ApprovalAdminServicer(admin_pb2_grpc.ApprovalAdminServicer):  # type: igno
         self._listener = listener
         self._view = view or _default_view
 
+    def _show(self, record: ApprovalRecord) -> types_pb2.Approval:
+        """The view, plus whether the gateway refuses self-approval (so an inbox need not be
+        told separately, and cannot be told wrong)."""
+        message = self._view(record)
+        message.self_approval_refused = self._reject_self()
+        return message
+
+    def _reject_self(self) -> bool:
+        return self._store.settings.reject_self_approval if self._store else True
+
     async def _actor(self, context: Context) -> Actor:
         try:
             found = self._authenticate(context)
@@ -83,7 +93,7 @@ class ApprovalAdminServicer(admin_pb2_grpc.ApprovalAdminServicer):  # type: igno
             return lambda _record: True
         if caller.identity in self._listener.on_behalf_of:
             return lambda _record: True  # the inbox filters for the human it serves
-        reject_self = self._store.settings.reject_self_approval if self._store else True
+        reject_self = self._reject_self()
         return lambda record: may_decide(caller, record, reject_self=reject_self)
 
     def _unconfigured(self) -> CapabilityError:
@@ -119,7 +129,7 @@ class ApprovalAdminServicer(admin_pb2_grpc.ApprovalAdminServicer):  # type: igno
         except CapabilityError as err:
             return admin_pb2.ListApprovalsResponse(error=error_to_proto(err))
         return admin_pb2.ListApprovalsResponse(
-            approvals=[self._view(r) for r in records], next_page_token=token
+            approvals=[self._show(r) for r in records], next_page_token=token
         )
 
     async def _approver(
@@ -160,7 +170,7 @@ class ApprovalAdminServicer(admin_pb2_grpc.ApprovalAdminServicer):  # type: igno
             )
         except CapabilityError as err:
             return admin_pb2.DecideApprovalResponse(error=error_to_proto(err))
-        return admin_pb2.DecideApprovalResponse(approval=self._view(record))
+        return admin_pb2.DecideApprovalResponse(approval=self._show(record))
 
     async def WatchApprovals(
         self, request: admin_pb2.WatchApprovalsRequest, context: Context
@@ -178,7 +188,7 @@ class ApprovalAdminServicer(admin_pb2_grpc.ApprovalAdminServicer):  # type: igno
                 if event.record is None or not visible(event.record):
                     continue
                 yield admin_pb2.ApprovalEvent(
-                    event_id=event.event_id, type=event.type, approval=self._view(event.record)
+                    event_id=event.event_id, type=event.type, approval=self._show(event.record)
                 )
         except WatchGap:
             await context.abort(

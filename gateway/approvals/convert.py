@@ -8,6 +8,7 @@ server-side). The requester's view never carries the input.
 from __future__ import annotations
 
 import math
+from typing import Final
 
 import orjson
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -42,10 +43,19 @@ def status_name(record: ApprovalRecord) -> str:
     return f"APPROVAL_STATUS_{record.status.value.upper()}"
 
 
+MAX_DESCRIPTION: Final = 1000
+
+
 def to_proto(
-    record: ApprovalRecord, *, include_input: bool = False, redactor: Redactor | None = None
+    record: ApprovalRecord,
+    *,
+    include_input: bool = False,
+    redactor: Redactor | None = None,
+    description: str = "",
 ) -> types_pb2.Approval:
-    """The record as an `Approval` message; `input_json` only with `include_input`."""
+    """The record as an `Approval` message; `input_json` only with `include_input`;
+    `description` (the capability's, cut at 1,000 characters) and whom the requester acts for
+    are for approvers too (ApprovalAdmin's view)."""
     message = types_pb2.Approval(
         id=record.id,
         capability_id=record.capability_id,
@@ -73,6 +83,8 @@ def to_proto(
     if include_input:
         shown = redactor.apply(record.input) if redactor else record.input
         message.input_json = orjson.dumps(shown).decode()
+        message.capability_description = description[:MAX_DESCRIPTION]
+        message.requester_on_behalf_of = record.requester.on_behalf_of
     return message
 
 

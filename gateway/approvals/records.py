@@ -83,15 +83,16 @@ def verify_input(record: ApprovalRecord) -> bool:
 
 
 def actor_json(actor: Actor) -> bytes:
-    return orjson.dumps(
-        {
-            "id": actor.id,
-            "kind": actor.kind,
-            "issuer": actor.issuer,
-            "roles": list(actor.roles),
-            "attributes": dict(actor.attributes),
-        }
-    )
+    data = {
+        "id": actor.id,
+        "kind": actor.kind,
+        "issuer": actor.issuer,
+        "roles": list(actor.roles),
+        "attributes": dict(actor.attributes),
+    }
+    if actor.on_behalf_of:
+        data["on_behalf_of"] = actor.on_behalf_of
+    return orjson.dumps(data)
 
 
 def actor_from(raw: bytes) -> Actor:
@@ -102,6 +103,8 @@ def actor_from(raw: bytes) -> Actor:
         issuer=data["issuer"],
         roles=tuple(data["roles"]),
         attributes=data["attributes"],
+        # Absent from records written before it was kept.
+        on_behalf_of=data.get("on_behalf_of", ""),
     )
 
 

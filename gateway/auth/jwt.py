@@ -220,7 +220,27 @@ class JwtAuthenticator:
             issuer=issuer,
             roles=tuple(roles),
             attributes=types.MappingProxyType(attributes),
+            on_behalf_of=on_behalf_of(claims, s.on_behalf_of_claim),
         )
+
+
+MAX_ON_BEHALF_OF: Final = 256
+
+
+def on_behalf_of(claims: Mapping[str, Any], path: str) -> str:
+    """The claim at the dotted `path` (`act.sub`: RFC 8693's actor claim), "" when absent or
+    when `path` is empty; a value that is not a non-empty string of at most 256 characters
+    refuses the token."""
+    if not path:
+        return ""
+    value: Any = claims
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return ""
+        value = value[part]
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_ON_BEHALF_OF:
+        raise AuthenticationFailed("invalid on_behalf_of claim")
+    return value
 
 
 def _bearer_token(metadata: Metadata) -> str:

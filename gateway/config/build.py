@@ -118,6 +118,7 @@ class _Builder:
                     "default_kind": ("default_kind", _same),
                     "roles_claim": ("roles_claim", _same),
                     "attribute_claims": ("attribute_claims", tuple),
+                    "on_behalf_of_claim": ("on_behalf_of_claim", _same),
                 },
             ),
         )

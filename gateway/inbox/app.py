@@ -90,7 +90,12 @@ class Inbox:
         )
         self.auth = ApproverAuth(settings, self.sessions)
         self.client = client or AdminClient(settings.admin, clock=clock)
-        self.book = ApprovalBook(self.client, history_limit=settings.history_limit, clock=clock)
+        self.book = ApprovalBook(
+            self.client,
+            history_limit=settings.history_limit,
+            clock=clock,
+            configured_self_approval=settings.reject_self_approval,
+        )
         self.secure_cookies = settings.base_url.startswith("https://")
         self.closing = asyncio.Event()
         self.signin = SignIn(self)
@@ -193,12 +198,7 @@ class Inbox:
         source = self.book.pending() if page == "pending" else self.book.history()
         shown = self._visible(human, source)
         now = self.clock()
-        refused = self.settings.reject_self_approval
-        rows = [
-            views.row(a, human.actor, now, self_approval_refused=refused)
-            for a in shown
-            if filters.keep(a)
-        ]
+        rows = [views.row(a, human.actor, now) for a in shown if filters.keep(a)]
         return self.render(
             f"{page}.html",
             human,
@@ -230,12 +230,7 @@ class Inbox:
             if error is not None:  # refused, and not something this human may look at
                 return self.error(human, status, "Refused", f"{error['code']}: {error['message']}")
             return self.error(human, 404, "Not found", "No such approval, or not one you may see.")
-        r = views.row(
-            approval,
-            human.actor,
-            self.clock(),
-            self_approval_refused=self.settings.reject_self_approval,
-        )
+        r = views.row(approval, human.actor, self.clock())
         return self.render(
             "detail.html",
             human,

@@ -57,8 +57,13 @@ class ApprovalBook:
         relist_s: float = 60.0,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         clock: Callable[[], float] = time.time,
+        configured_self_approval: bool | None = None,
     ) -> None:
         self._client = client
+        # The deprecated inbox setting reject_self_approval, if set: only compared with what
+        # the gateway says (each approval carries it), a difference logged once per value.
+        self._configured_self_approval = configured_self_approval
+        self._warned_self_approval: set[bool] = set()
         self._history_limit = history_limit
         self._relist_s = relist_s
         self._sleep = sleep
@@ -99,6 +104,7 @@ class ApprovalBook:
 
     def merge(self, approval: Approval) -> bool:
         """Take `approval` unless the book already holds the same or a later state."""
+        self._compare_self_approval(approval.self_approval_refused)
         old = self._items.get(approval.id)
         if old is not None and (old == approval or _RANK[old.status] > _RANK[approval.status]):
             return False
@@ -106,6 +112,19 @@ class ApprovalBook:
         self._bump(approval.id)
         self._trim()
         return True
+
+    def _compare_self_approval(self, refused: bool) -> None:
+        configured = self._configured_self_approval
+        if configured is None or refused == configured or refused in self._warned_self_approval:
+            return
+        self._warned_self_approval.add(refused)
+        log.warning(
+            "inbox: reject_self_approval is %s in the inbox's config but the gateway %s "
+            "self-approval; the pages follow the gateway (the inbox setting is deprecated: "
+            "remove it)",
+            str(configured).lower(),
+            "refuses" if refused else "allows",
+        )
 
     def _bump(self, approval_id: str) -> None:
         self.version += 1

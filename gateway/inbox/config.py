@@ -148,7 +148,7 @@ def build(root: Mapping[str, Any], base: Path, **overrides: Any) -> InboxSetting
         "session_idle_s": whole_seconds(session.get("idle_timeout", "30m")),
         "sessions_per_actor": session.get("max_per_actor", 5),
         "history_limit": root.get("history_limit", 200),
-        "reject_self_approval": root.get("reject_self_approval", True),
+        "reject_self_approval": root.get("reject_self_approval"),
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     if values["jwt"] is None and values["proxy"] is None:

@@ -65,6 +65,7 @@ class InboxSettings:
     session_idle_s: int = 30 * 60  # or this long after its last request
     sessions_per_actor: int = 5  # a human's older sessions end when a newer one exceeds it
     history_limit: int = 200
-    # As the gateway's approvals.reject_self_approval: the page warns and withholds the buttons
-    # on one's own request only when the gateway refuses it (which it checks regardless).
-    reject_self_approval: bool = True
+    # Deprecated and unused for the pages: every approval carries the gateway's own
+    # approvals.reject_self_approval (Approval.self_approval_refused). When set here and
+    # different from the gateway's, the inbox logs a warning. None: not set.
+    reject_self_approval: bool | None = None

@@ -191,29 +191,23 @@ def asking(actor: types_pb2.Actor) -> str:
     return _KINDS.get(actor.kind, f"a {actor.kind}" if actor.kind else "an unnamed kind of caller")
 
 
-def decision_block(
-    approval: types_pb2.Approval, human: Actor, *, self_approval_refused: bool
-) -> str:
-    """Why this human may not decide (naming what is missing), or "" when it may."""
+def decision_block(approval: types_pb2.Approval, human: Actor) -> str:
+    """Why this human may not decide (naming what is missing), or "" when it may. Whether the
+    gateway refuses self-approval is the gateway's own word, carried by every approval."""
     missing = sorted(set(approval.approvers.roles) - set(human.roles))
     requester = approval.requester
     if missing:
         plural = "s" if len(missing) > 1 else ""
         return f"You cannot decide this: you lack the role{plural} {', '.join(missing)}."
-    if self_approval_refused and (requester.issuer, requester.id) == (human.issuer, human.id):
+    mine = (requester.issuer, requester.id) == (human.issuer, human.id)
+    if approval.self_approval_refused and mine:
         return (
             "You cannot decide this: you requested the call, and the gateway refuses self-approval."
         )
     return ""
 
 
-def row(
-    approval: types_pb2.Approval,
-    human: Actor,
-    now: float,
-    *,
-    self_approval_refused: bool = True,
-) -> dict[str, Any]:
+def row(approval: types_pb2.Approval, human: Actor, now: float) -> dict[str, Any]:
     """Plain values of one approval for the templates."""
     created, expires = _seconds(approval.created_at), _seconds(approval.expires_at)
     requester = approval.requester
@@ -221,6 +215,7 @@ def row(
     return {
         "id": approval.id,
         "capability": approval.capability_id,
+        "description": approval.capability_description,
         "risk": approval.risk if approval.risk in RISKS else "unknown",
         "side_effect": approval.side_effect,
         "status": status_name(approval),
@@ -246,15 +241,14 @@ def row(
         "message": approval.message,
         "asking": asking(requester),
         "requester_kind": requester.kind,
+        "on_behalf_of": approval.requester_on_behalf_of,
         "requester_roles": list(requester.roles),
         "created_iso": iso(approval.created_at),
         "expires_iso": iso(approval.expires_at),
         "decided_iso": iso(approval.decided_at) if approval.HasField("decided_at") else "",
         "verdict": verdict(approval) if decided else "",
-        "self_approval_refused": self_approval_refused,
-        "cannot_decide": decision_block(
-            approval, human, self_approval_refused=self_approval_refused
-        ),
+        "self_approval_refused": approval.self_approval_refused,
+        "cannot_decide": decision_block(approval, human),
     }
 
 

@@ -5,6 +5,8 @@ refused. Also saves docs/img/inbox.png, the screenshot the README shows."""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 import tempfile
 from collections.abc import Iterator
@@ -16,9 +18,10 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, types_pb2
 from gateway.inbox.server import start_inbox
+from gateway.serve import start
 from tests.gateway.harness import token
 from tests.inbox.browserkit import Browser, ForeignPage, chromium
-from tests.inbox.inboxkit import Stack, human_token, inbox_settings
+from tests.inbox.inboxkit import Stack, gateway_settings, human_token, inbox_settings
 
 pytestmark = pytest.mark.e2e
 # The README's screenshot is refreshed only on request (UPDATE_SCREENSHOT=1), so that a test
@@ -371,26 +374,81 @@ async def test_what_an_approver_needs_to_decide_is_on_the_page(page: Browser, st
 
 
 async def test_the_self_approval_warning_follows_the_gateways_setting(
-    page: Browser, stack: Stack
+    page: Browser, stack: Stack, caplog: pytest.LogCaptureFixture
 ) -> None:
     mine = await stack.request_refund(760, "o-2003", actor="carol")
     await stack.seen_by_inbox(mine.id)
     await page.sign_in(human_token("carol"), "carol")
     await page.open(f"/approvals/{mine.id}")
     assert "refuses self-approval" in await page.text("#cannot-decide")
-    # An inbox told the gateway allows self-approval shows no warning and offers the buttons.
-    settings = inbox_settings(
-        stack.gw.ports()["admin"], stack.redis_url, reject_self_approval=False
+    assert await page.script("return document.getElementById('approve')") is None
+    # A gateway that allows self-approval (approvals.reject_self_approval: false, the same
+    # Redis, so the same approvals) says so in every approval: its inbox shows no warning and
+    # offers the buttons, although that inbox still carries the deprecated setting saying
+    # otherwise, which it only reports.
+    base = gateway_settings(stack.gw.settings.upstreams["orders"].address, stack.redis_url)
+    gw = await start(
+        dataclasses.replace(
+            base, approvals=dataclasses.replace(base.approvals, reject_self_approval=False)
+        )
     )
-    running = await start_inbox(settings)
+    caplog.set_level(logging.WARNING, logger="capgate.inbox")
+    running = await start_inbox(
+        inbox_settings(gw.ports()["admin"], stack.redis_url, reject_self_approval=True)
+    )
     try:
         other = Browser(page.driver, running.url)
         await other.sign_in(human_token("carol"), "carol")
         await other.open(f"/approvals/{mine.id}")
         await other.wait_for("#approve")
         assert "self-approval" not in await other.text("main")
+        warnings = [r.getMessage() for r in caplog.records if "reject_self_approval" in r.message]
+        assert warnings == [
+            "inbox: reject_self_approval is true in the inbox's config but the gateway allows "
+            "self-approval; the pages follow the gateway (the inbox setting is deprecated: "
+            "remove it)"
+        ]
+        # And the gateway does let carol decide her own request.
+        await other.click("#approve")
+        await other.wait_text("#status", "approved")
     finally:
         await running.stop()
+        await gw.stop(0.5)
+
+
+async def test_the_capabilitys_description_and_on_whose_behalf_an_agent_asks(
+    page: Browser, stack: Stack
+) -> None:
+    await clear_pending(stack)
+    # An agent's token names the human it acts for in RFC 8693's `act` claim (the agents
+    # listener's on_behalf_of_claim: act.sub by default); the gateway keeps it with the approval.
+    delegated = await stack.request(
+        "orders.bulk_refund",
+        {"customer": "c-78", "orders": [{"order_id": "o-3101", "amount": 30}]},
+        actor="bot",
+        act={"sub": "alice@example.com"},
+    )
+    plain = await stack.request_refund(640, "o-3102")
+    for approval in (delegated, plain):
+        await stack.seen_by_inbox(approval.id)
+    await page.sign_in(human_token("bob"), "bob")
+    await page.open(f"/approvals/{delegated.id}")
+    await page.wait_for("#input-table")
+    assert (
+        await page.text("#capability-description")
+        == "Refund several orders of one customer at once."
+    )
+    requester = await page.text("#requester")
+    assert requester.startswith("an agent: bot-7 (test-idp) on behalf of alice@example.com")
+    assert await page.text("#on-behalf-of") == "on behalf of alice@example.com"
+
+    await page.open(f"/approvals/{plain.id}")
+    await page.wait_for("#requester")
+    refund = next(c for c in stack.gw.settings.capabilities if c.id == "orders.refund")
+    assert refund.description
+    assert await page.text("#capability-description") == refund.description
+    assert await page.script("return document.getElementById('on-behalf-of')") is None
+    assert "on behalf of" not in await page.text("#requester")
 
 
 SIZES = ((390, 844), (1280, 800))

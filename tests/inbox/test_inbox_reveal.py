@@ -91,6 +91,7 @@ def test_every_template_shows_caller_text_through_the_filters() -> None:
         "description",
         "asking",
         "on_behalf",
+        "on_behalf_of",
         "requester_kind",
         "requester_roles",
     )

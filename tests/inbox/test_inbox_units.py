@@ -177,16 +177,16 @@ def test_who_may_decide_is_said_naming_what_is_missing() -> None:
     approval = types_pb2.Approval(
         approvers=types_pb2.ApproverConstraint(roles=["manager", "finance"]),
         requester=types_pb2.Actor(id="bob", issuer="idp", kind="agent"),
+        self_approval_refused=True,  # the gateway's word
     )
     nobody = Actor(id="eve", kind="user", issuer="idp", roles=("manager",))
-    assert views.decision_block(approval, nobody, self_approval_refused=True) == (
+    assert views.decision_block(approval, nobody) == (
         "You cannot decide this: you lack the role finance."
     )
     bob = Actor(id="bob", kind="user", issuer="idp", roles=("manager", "finance"))
-    assert "refuses self-approval" in views.decision_block(
-        approval, bob, self_approval_refused=True
-    )
-    assert views.decision_block(approval, bob, self_approval_refused=False) == ""
+    assert "refuses self-approval" in views.decision_block(approval, bob)
+    approval.self_approval_refused = False
+    assert views.decision_block(approval, bob) == ""
     assert views.asking(approval.requester) == "an agent"
 
 

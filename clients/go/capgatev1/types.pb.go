@@ -646,8 +646,18 @@ type Approval struct {
 	RequestingExecutionId string              `protobuf:"bytes,18,opt,name=requesting_execution_id,json=requestingExecutionId,proto3" json:"requesting_execution_id,omitempty"`
 	ResumedExecutionId    string              `protobuf:"bytes,19,opt,name=resumed_execution_id,json=resumedExecutionId,proto3" json:"resumed_execution_id,omitempty"`
 	Surface               string              `protobuf:"bytes,20,opt,name=surface,proto3" json:"surface,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// ApprovalAdmin only. The capability's description in the gateway's config at the time of
+	// the listing (or decision, or event), cut at 1,000 characters; empty when the capability
+	// is no longer configured.
+	CapabilityDescription string `protobuf:"bytes,21,opt,name=capability_description,json=capabilityDescription,proto3" json:"capability_description,omitempty"`
+	// ApprovalAdmin only. Whom the requester acts for, as its credential said (a JWT listener's
+	// on_behalf_of_claim, `act.sub` by default); empty when the credential said nothing.
+	RequesterOnBehalfOf string `protobuf:"bytes,22,opt,name=requester_on_behalf_of,json=requesterOnBehalfOf,proto3" json:"requester_on_behalf_of,omitempty"`
+	// ApprovalAdmin only. True when the gateway refuses an approval decided by its own
+	// requester (approvals.reject_self_approval).
+	SelfApprovalRefused bool `protobuf:"varint,23,opt,name=self_approval_refused,json=selfApprovalRefused,proto3" json:"self_approval_refused,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Approval) Reset() {
@@ -820,6 +830,27 @@ func (x *Approval) GetSurface() string {
 	return ""
 }
 
+func (x *Approval) GetCapabilityDescription() string {
+	if x != nil {
+		return x.CapabilityDescription
+	}
+	return ""
+}
+
+func (x *Approval) GetRequesterOnBehalfOf() string {
+	if x != nil {
+		return x.RequesterOnBehalfOf
+	}
+	return ""
+}
+
+func (x *Approval) GetSelfApprovalRefused() bool {
+	if x != nil {
+		return x.SelfApprovalRefused
+	}
+	return false
+}
+
 var File_capgate_v1_types_proto protoreflect.FileDescriptor
 
 const file_capgate_v1_types_proto_rawDesc = "" +
@@ -846,7 +877,7 @@ const file_capgate_v1_types_proto_rawDesc = "" +
 	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x14\n" +
 	"\x05roles\x18\x04 \x03(\tR\x05roles\"*\n" +
 	"\x12ApproverConstraint\x12\x14\n" +
-	"\x05roles\x18\x01 \x03(\tR\x05roles\"\xc9\x06\n" +
+	"\x05roles\x18\x01 \x03(\tR\x05roles\"\xe9\a\n" +
 	"\bApproval\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\rcapability_id\x18\x02 \x01(\tR\fcapabilityId\x122\n" +
@@ -876,7 +907,10 @@ const file_capgate_v1_types_proto_rawDesc = "" +
 	"\tapprovers\x18\x11 \x01(\v2\x1e.capgate.v1.ApproverConstraintR\tapprovers\x126\n" +
 	"\x17requesting_execution_id\x18\x12 \x01(\tR\x15requestingExecutionId\x120\n" +
 	"\x14resumed_execution_id\x18\x13 \x01(\tR\x12resumedExecutionId\x12\x18\n" +
-	"\asurface\x18\x14 \x01(\tR\asurface*\xf7\a\n" +
+	"\asurface\x18\x14 \x01(\tR\asurface\x125\n" +
+	"\x16capability_description\x18\x15 \x01(\tR\x15capabilityDescription\x123\n" +
+	"\x16requester_on_behalf_of\x18\x16 \x01(\tR\x13requesterOnBehalfOf\x122\n" +
+	"\x15self_approval_refused\x18\x17 \x01(\bR\x13selfApprovalRefused*\xf7\a\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fERROR_CODE_CAPABILITY_NOT_FOUND\x10\x01\x12\x1c\n" +

@@ -164,7 +164,7 @@ class ApproverConstraint(_message.Message):
     def __init__(self, roles: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Approval(_message.Message):
-    __slots__ = ("id", "capability_id", "status", "reasons", "message", "created_at", "expires_at", "decided_at", "requester", "decided_by", "decided_via", "decision_note", "input_hash", "input_json", "risk", "side_effect", "approvers", "requesting_execution_id", "resumed_execution_id", "surface")
+    __slots__ = ("id", "capability_id", "status", "reasons", "message", "created_at", "expires_at", "decided_at", "requester", "decided_by", "decided_via", "decision_note", "input_hash", "input_json", "risk", "side_effect", "approvers", "requesting_execution_id", "resumed_execution_id", "surface", "capability_description", "requester_on_behalf_of", "self_approval_refused")
     ID_FIELD_NUMBER: _ClassVar[int]
     CAPABILITY_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -185,6 +185,9 @@ class Approval(_message.Message):
     REQUESTING_EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
     RESUMED_EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
     SURFACE_FIELD_NUMBER: _ClassVar[int]
+    CAPABILITY_DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    REQUESTER_ON_BEHALF_OF_FIELD_NUMBER: _ClassVar[int]
+    SELF_APPROVAL_REFUSED_FIELD_NUMBER: _ClassVar[int]
     id: str
     capability_id: str
     status: ApprovalStatus
@@ -205,4 +208,7 @@ class Approval(_message.Message):
     requesting_execution_id: str
     resumed_execution_id: str
     surface: str
-    def __init__(self, id: _Optional[str] = ..., capability_id: _Optional[str] = ..., status: _Optional[_Union[ApprovalStatus, str]] = ..., reasons: _Optional[_Iterable[str]] = ..., message: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., decided_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., requester: _Optional[_Union[Actor, _Mapping]] = ..., decided_by: _Optional[_Union[Actor, _Mapping]] = ..., decided_via: _Optional[_Union[Actor, _Mapping]] = ..., decision_note: _Optional[str] = ..., input_hash: _Optional[str] = ..., input_json: _Optional[str] = ..., risk: _Optional[str] = ..., side_effect: _Optional[str] = ..., approvers: _Optional[_Union[ApproverConstraint, _Mapping]] = ..., requesting_execution_id: _Optional[str] = ..., resumed_execution_id: _Optional[str] = ..., surface: _Optional[str] = ...) -> None: ...
+    capability_description: str
+    requester_on_behalf_of: str
+    self_approval_refused: bool
+    def __init__(self, id: _Optional[str] = ..., capability_id: _Optional[str] = ..., status: _Optional[_Union[ApprovalStatus, str]] = ..., reasons: _Optional[_Iterable[str]] = ..., message: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., decided_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., requester: _Optional[_Union[Actor, _Mapping]] = ..., decided_by: _Optional[_Union[Actor, _Mapping]] = ..., decided_via: _Optional[_Union[Actor, _Mapping]] = ..., decision_note: _Optional[str] = ..., input_hash: _Optional[str] = ..., input_json: _Optional[str] = ..., risk: _Optional[str] = ..., side_effect: _Optional[str] = ..., approvers: _Optional[_Union[ApproverConstraint, _Mapping]] = ..., requesting_execution_id: _Optional[str] = ..., resumed_execution_id: _Optional[str] = ..., surface: _Optional[str] = ..., capability_description: _Optional[str] = ..., requester_on_behalf_of: _Optional[str] = ..., self_approval_refused: _Optional[bool] = ...) -> None: ...
