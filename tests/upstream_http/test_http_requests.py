@@ -10,6 +10,8 @@ import orjson
 import pytest
 
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc, types_pb2
+from gateway.settings import Upstream
+from gateway.upstream.http import HttpClients
 from tests.gateway.harness import token
 from tests.upstream_http.conftest import HttpEnv
 from tests.upstream_http.httpserver import Answer
@@ -153,3 +155,14 @@ async def test_a_lone_surrogate_is_refused_not_sent(env: HttpEnv) -> None:
     assert [(i.path, i.message) for i in result.failed.issues] == [("$", "input is not valid JSON")]
     assert result.execution_state == types_pb2.EXECUTION_STATE_NOT_STARTED
     assert env.api.seen == []
+
+
+async def test_clients_are_pooled_per_upstream_and_kept_while_settings_stay() -> None:
+    clients = HttpClients()
+    up = Upstream(name="api", address="127.0.0.1:1", kind="http")
+    first = clients.client(up)
+    assert clients.client(Upstream(name="api", address="127.0.0.1:1", kind="http")) is first
+    changed = clients.client(Upstream(name="api", address="127.0.0.1:2", kind="http"))
+    assert changed is not first
+    await clients.close()
+    assert first.is_closed and changed.is_closed  # the retired one too
