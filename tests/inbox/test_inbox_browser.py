@@ -550,6 +550,7 @@ async def test_screenshots_of_every_page_on_a_desktop_and_a_phone(
             "notify": {"email": True, "sms": False},
         },
         actor="bot",
+        act={"sub": "dana@example.com"},  # the agent acts for dana (shown on the detail page)
     )
     await stack.request("orders.cancel", {"order_id": "o-1003", "reason": "duplicate"})
     rejected = await stack.request_refund(1200, "o-1005")
