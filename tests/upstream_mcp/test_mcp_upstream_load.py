@@ -134,3 +134,34 @@ async def test_config_check_without_resolving_contacts_no_server(
     checked = await check_snapshot(load_settings(path, environ=env), pool, resolve_reflection=False)
     await pool.close()
     assert checked.unresolved == ("odd.pair", "odd.missing")
+
+
+async def test_a_session_the_server_forgot_is_renewed_once(redis_server: RedisProcess) -> None:
+    desk = await serve()
+    address = desk.address
+    settings = load_settings(HERE / "gateway.yaml", environ=environ(desk, redis_server.url))
+    gw = await start(settings, extra_sinks=[MemorySink()])
+    agents = grpc.aio.insecure_channel(f"127.0.0.1:{gw.ports()['agents']}")
+    admin = grpc.aio.insecure_channel(f"127.0.0.1:{gw.ports()['admin']}")
+    restarted = None
+    try:
+        env = McpEnv(gw, desk, MemorySink(), agents, admin)
+        assert (await env.invoke("desk.search", {"query": "x"})).WhichOneof(
+            "outcome"
+        ) == "completed"
+        await desk.stop()
+        restarted = await serve(address)  # a new process of the server: no sessions
+        env.desk = restarted
+        result = await env.invoke("desk.search", {"query": "printer"})
+        assert result.WhichOneof("outcome") == "completed", result
+        assert restarted.calls["search_tickets"] == 1
+        sessions = [h.get("mcp-session-id") for h in restarted.headers]
+        # The call with the forgotten session (404), initialize, initialized, the call again.
+        assert sessions[0] is not None and sessions[1] is None
+        assert len(set(sessions[2:])) == 1 and sessions[0] not in sessions[2:]
+    finally:
+        await agents.close()
+        await admin.close()
+        await gw.stop(0.5)
+        if restarted is not None:
+            await restarted.stop()
