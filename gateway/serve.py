@@ -401,6 +401,8 @@ async def start(
 
 async def _serve(args: argparse.Namespace) -> int:
     ports = workers.parse_ports(args.worker_ports) if args.worker_index is not None else {}
+    # The supervisor's one cache key for all its workers (taken out of the environment).
+    cache_secret = os.environ.pop(workers.CACHE_KEY_ENV, "") if args.worker_index is not None else ""
 
     def prepared(loaded: Settings) -> Settings:
         """What this process serves of a loaded config (at start and on every reload)."""
@@ -409,14 +411,19 @@ async def _serve(args: argparse.Namespace) -> int:
                 loaded, actor_token=replace(loaded.actor_token, jwks_out=args.jwks_out)
             )
         if args.worker_index is not None:  # one of `--workers N` (gateway/workers.py, ADR 0012)
-            loaded = workers.worker_settings(loaded, args.worker_index, ports, args.actor_key_file)
+            loaded = workers.worker_settings(
+                loaded, args.worker_index, ports, args.actor_key_file, cache_secret=cache_secret
+            )
         return loaded
 
     # The loader `capgate config check` runs too: the config, its upstreams' methods and its
     # policies, every problem at once, before Redis starts or a port is bound (DESIGN §10).
     pool = ChannelPool()
     try:
-        everything = await load_everything(args.config, pool, prepare=prepared)
+        # Policy files still being written when it starts: tried again once they settle.
+        everything = await load_everything(
+            args.config, pool, prepare=prepared, settle_s=args.watch_settle
+        )
     except ConfigError as exc:
         await pool.close()
         print(f"capgate: cannot start: {exc}", file=sys.stderr)

@@ -72,6 +72,12 @@ class SnapshotError(Exception):
         super().__init__(f"{count} problem(s):" + "".join(f"\n  {line}" for line in lines))
 
 
+class ContentMoved(SnapshotError):
+    """The policy files changed after the content the settings were loaded from settled and
+    before it compiled: nothing of it applies. The settings are stale, not wrong; loading them
+    again once the files settled may succeed (`capgate serve` retries its initial load)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Prepared:
     """One capability with everything a request needs, built once at load."""
@@ -455,7 +461,7 @@ async def _build(
         problems += _unknown_policies(settings, exc.names)
         raise SnapshotError(problems, [*exc.errors, *limit_issues]) from None
     if not _compiled_as_settled(settings, policies):
-        raise SnapshotError([SnapshotProblem(("policies", "paths"), _MOVED)])
+        raise ContentMoved([SnapshotProblem(("policies", "paths"), _MOVED)])
     problems += _unknown_policies(settings, frozenset(policies.policy_names))
     bound = _bind_hooks(settings, pool, problems)
     if problems or limit_issues:

@@ -12,19 +12,25 @@ in one `ConfigError`, each at its file:line (policy problems at file:line:column
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.config.loader import load_settings
 from gateway.config.places import places_of, problem
 from gateway.config.problems import ConfigError, Problem
+from gateway.config.watch import SETTLE_S
 from gateway.settings import Settings
-from gateway.snapshot import Snapshot, SnapshotError, build_snapshot, check_snapshot
+from gateway.snapshot import ContentMoved, Snapshot, SnapshotError, build_snapshot, check_snapshot
 from gateway.upstream.channels import ChannelPool
 from policy import LoadIssue
 
-__all__ = ["Loaded", "load_everything", "located"]
+__all__ = ["SETTLE_ATTEMPTS", "Loaded", "load_everything", "located"]
+
+# How many times a load whose policy files moved between reading the settings and compiling them
+# is tried (`settle_s` apart) before the files are reported as never settling.
+SETTLE_ATTEMPTS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +56,48 @@ async def load_everything(
     bind: bool = True,
     resolve_reflection: bool = True,
     prepare: Callable[[Settings], Settings] = _same,
+    settle_s: float = SETTLE_S,
+    attempts: int = SETTLE_ATTEMPTS,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> Loaded:
     """Load the config at `path` and everything it names; raises `ConfigError` listing every
     problem. With `bind` (serve) the result carries the snapshot to serve, built with `pool`
     (which then belongs to the caller's gateway); without it (config check) nothing is kept,
-    and upstreams without a descriptor set are resolved only with `resolve_reflection`."""
+    and upstreams without a descriptor set are resolved only with `resolve_reflection`.
+
+    A policy file that changes between reading the settings and compiling them (a writer still
+    at work) is not an error of the config: the whole load runs again `settle_s` later, up to
+    `attempts` times in all, and only the last attempt's refusal is raised."""
+    attempt = 1
+    while True:
+        try:
+            return await _load_once(
+                path, pool, environ, bind=bind, resolve=resolve_reflection, prepare=prepare
+            )
+        except _Moved as moved:
+            if attempt >= attempts:
+                raise moved.error from None
+        attempt += 1
+        await sleep(settle_s)
+
+
+class _Moved(Exception):
+    """One attempt's `ContentMoved`, already located (the typed early exit of the retry)."""
+
+    def __init__(self, error: ConfigError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+async def _load_once(
+    path: str | Path,
+    pool: ChannelPool,
+    environ: Mapping[str, str] | None,
+    *,
+    bind: bool,
+    resolve: bool,
+    prepare: Callable[[Settings], Settings],
+) -> Loaded:
     loaded = load_settings(path, environ=environ)
     settings = prepare(loaded)
     try:
@@ -63,7 +106,9 @@ async def load_everything(
                 settings, pool, hmac_key=settings.audit.hmac_key.encode()
             )
             return Loaded(loaded, settings, snapshot, ())
-        checked = await check_snapshot(settings, pool, resolve_reflection=resolve_reflection)
+        checked = await check_snapshot(settings, pool, resolve_reflection=resolve)
+    except ContentMoved as exc:
+        raise _Moved(located(settings, exc)) from None
     except SnapshotError as exc:
         raise located(settings, exc) from None
     return Loaded(loaded, settings, None, checked.unresolved)
