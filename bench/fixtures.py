@@ -207,6 +207,9 @@ def gateway_config(
         # One pre-hook (docs/hooks.md) on bench.p3's governed path: the bench upstream's
         # process serves it; its context is declared (and typed for policies) but read by none.
         _capability("bench.hooked", THREE, hooks=["bench_pre"]),
+        # Two limits (docs/limits.md) on bench.p3's governed path, never reached: a per-actor
+        # rate and a per-actor budget, checked and spent in one Redis script per call.
+        _capability("bench.limited", THREE),
     ]
     capabilities += [
         _capability(f"bench.catalog.c{i:03d}", ["catalog-visibility"]) for i in range(CATALOG_SIZE)
@@ -254,6 +257,20 @@ def gateway_config(
             }
         ],
         "capabilities": capabilities,
+        "limits": [
+            {
+                "name": "bench_rate",
+                "capabilities": ["bench.limited"],
+                "key": "actor.id",
+                "rate": {"limit": 1_000_000, "window": "1s"},
+            },
+            {
+                "name": "bench_budget",
+                "capabilities": ["bench.limited"],
+                "key": "actor.id",
+                "budget": {"amount": "1", "max": 1e15, "window": "24h"},
+            },
+        ],
         "policies": {"paths": [str(POLICY_DIR)]},
         "redis": {"url": redis_url, "key_prefix": "bench"},
         "approvals": {"max_pending_per_actor": 100_000, "default_expires_in": "15m"},

@@ -33,6 +33,7 @@ DESCRIPTIONS = {
     "cache_hit_p3": "Invoke, 3 policies, a read answered from the result cache",
     "cache_miss_p3": "Invoke, 3 policies, a read the cache misses (1ms TTL), then stores",
     "hook_pre_p3": "Invoke, 3 policies and one pre-hook (a gRPC round trip to the hook)",
+    "limited_p3": "Invoke, 3 policies, a rate and a budget (one Redis script per call)",
     "audit_off_p3": "Invoke, 3 policies, no audit sink",
     "audit_strict_p3": "Invoke, 3 policies, strict audit (awaits capability.started in Redis)",
     "check": "Check alone (stages 3-7, 3 policies)",
@@ -83,6 +84,16 @@ def _hook_lines(hook: dict[str, Any]) -> list[str]:
         f"{_cell(h['calls_per_s'], 0)} calls/s (vs governed_p3 p50 x{_cell(h['p50_vs_governed'])}, "
         f"calls/s x{_cell(h['calls_per_s_vs_governed'])})"
         for level, h in hook.items()
+    ]
+
+
+def _limits_lines(limits: dict[str, Any]) -> list[str]:
+    """Two limits' added cost beside governed_p3 (docs/limits.md), per concurrency."""
+    return [
+        f"- a rate and a budget, {level} in flight: p50 {_cell(x['p50_ms'])} ms / "
+        f"{_cell(x['calls_per_s'], 0)} calls/s (vs governed_p3 p50 x{_cell(x['p50_vs_governed'])}, "
+        f"calls/s x{_cell(x['calls_per_s_vs_governed'])})"
+        for level, x in limits.items()
     ]
 
 
@@ -156,6 +167,21 @@ def build(raw: dict[str, Any]) -> dict[str, Any]:
         for lvl in levels
         if "hook_pre_p3" in sc
     }
+    limits = {
+        str(lvl): {
+            "p50_ms": _fig(sc, "limited_p3", lvl, "p50_ms"),
+            "calls_per_s": _fig(sc, "limited_p3", lvl, "calls_per_s"),
+            "p50_vs_governed": _ratio(
+                _fig(sc, "limited_p3", lvl, "p50_ms"), _fig(sc, "governed_p3", lvl, "p50_ms")
+            ),
+            "calls_per_s_vs_governed": _ratio(
+                _fig(sc, "limited_p3", lvl, "calls_per_s"),
+                _fig(sc, "governed_p3", lvl, "calls_per_s"),
+            ),
+        }
+        for lvl in levels
+        if "limited_p3" in sc
+    }
     workers = {
         "workers_1_calls_per_s": _fig(sc, "workers_1", thr_level, "calls_per_s"),
         "workers_2_calls_per_s": _fig(sc, "workers_2", thr_level, "calls_per_s"),
@@ -226,6 +252,7 @@ def build(raw: dict[str, Any]) -> dict[str, Any]:
         "audit_cost": audit,
         "result_cache": cache,
         "one_pre_hook": hook,
+        "two_limits": limits,
         "approval_path_ms": _fig(sc, "approval", lat_level, "p50_ms"),
         "workers_scaling": workers,
         "check_vs_opa": check_vs_opa,
@@ -365,6 +392,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"- approval path (invoke → approve → resume) p50: {_cell(report['approval_path_ms'])} ms",
         *_cache_lines(report.get("result_cache") or {}),
         *_hook_lines(report.get("one_pre_hook") or {}),
+        *_limits_lines(report.get("two_limits") or {}),
         f"- workers: 1 → {_cell(w['workers_1_calls_per_s'], 0)} calls/s, 2 → "
         f"{_cell(w['workers_2_calls_per_s'], 0)} calls/s (x{_cell(w['ratio'])})",
         f"- 10 policies in-process: {_cell(report['policy_eval_us_10'], 1)} µs per request "

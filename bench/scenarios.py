@@ -109,6 +109,14 @@ def run_level(job: Job, t: Targets, level: int, *, last: bool) -> None:
         server=a["pids"],
         metrics_url=a["metrics"],
     )
+    # Two limits beside governed_p3 (same policies, validation, audit; docs/limits.md).
+    job(
+        "limited_p3",
+        level,
+        invoke(agents, "bench.limited", md),
+        server=a["pids"],
+        metrics_url=a["metrics"],
+    )
     job(
         "governed_p3_local",
         level,
