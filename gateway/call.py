@@ -87,6 +87,10 @@ class Call:
     execution_evaluation: Evaluation | None = None  # execution phase (stage 9)
     requirement: ApprovalRequirement | None = None
     approval: Any = None  # gateway.approvals.records.ApprovalRecord on Resume
+    # Set before the approval's consume is sent; cleared when the store answers that nothing
+    # was consumed. Set while `approval` is still the approved record: the consume may have run
+    # though its reply was lost (timeout, cancel), so a failure gives it back (pipeline.py).
+    consume_attempted: bool = False
     idempotency_scope: Any = None
     deadline: float = 0.0  # monotonic, absolute
     attempts: int = 0

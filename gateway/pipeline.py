@@ -350,33 +350,50 @@ async def _give_back_approval(call: Call, rt: Runtime, err: CapabilityError) -> 
     the upstream (NOT_STARTED), for a reason other than governance (the error table's
     `capability.denied` codes: a stage-9 deny stays consumed and denied), gives the approval
     back: `approved` again, atomically and only by this execution, so the requester can Resume
-    once more (docs/approvals.md). Emitted before the terminal event, which stays the last."""
+    once more (docs/approvals.md). Emitted before the terminal event, which stays the last.
+
+    So does one whose consume was sent but never answered (`call.consume_attempted` while
+    `call.approval` is still the approved record: the reply was lost to a timeout, a cancel or
+    a dropped connection, and the script may have run): the release acts only on a record this
+    execution consumed, so a consume that never ran leaves nothing to give back."""
     record = call.approval
+    unanswered = call.consume_attempted and record is not None and record.status != "consumed"
     if (
         record is None
         or rt.approvals is None
-        or record.status != "consumed"
+        or not (record.status == "consumed" or unanswered)
         or call.state != types_pb2.EXECUTION_STATE_NOT_STARTED
         or err.spec.event is Event.DENIED
     ):
         return False
     try:
-        call.approval = await rt.approvals.release(
-            record.id, resumed_execution_id=call.execution_id
-        )
-    except Exception as exc:  # recording never escapes the runner: the record stays consumed
-        log.warning(
-            "could not give back approval %s of %s (%s)",
-            record.id,
-            call.execution_id,
-            type(exc).__name__,
-        )
-        metrics.outcome_record_failures.add(("approval_release",))
+        released = await rt.approvals.release(record.id, resumed_execution_id=call.execution_id)
+    except CapabilityError as exc:
+        if unanswered and exc.code is Code.APPROVAL_CONSUMED:
+            return False  # the consume never ran (or ran for nobody): the record is as it was
+        _release_failed(call, record.id, exc)
         return False
+    except Exception as exc:  # recording never escapes the runner: the record stays consumed
+        _release_failed(call, record.id, exc)
+        return False
+    call.approval = released
+    if unanswered:  # the release proves the consume ran for this execution: audit both
+        rt.audit.emit(build(Event.APPROVAL_CONSUMED, call, rt.wall(), approval_id=record.id))
     rt.audit.emit(
         build(Event.APPROVAL_RELEASED, call, rt.wall(), approval_id=record.id, code=err.code.value)
     )
     return True
+
+
+def _release_failed(call: Call, approval_id: str, exc: Exception) -> None:
+    """A give-back that failed: the record stays consumed (logged without payloads, counted)."""
+    log.warning(
+        "could not give back approval %s of %s (%s)",
+        approval_id,
+        call.execution_id,
+        type(exc).__name__,
+    )
+    metrics.outcome_record_failures.add(("approval_release",))
 
 
 async def _record_outcome(call: Call, rt: Runtime, result: gateway_pb2.ExecutionResult) -> None:

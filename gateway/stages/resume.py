@@ -81,8 +81,19 @@ async def verify_capability_digest(call: Call, rt: Runtime) -> None:
 
 async def consume_approval(call: Call, rt: Runtime) -> None:
     assert call.approval is not None and call.actor is not None
-    record = await rt.approvals.consume(
-        call.approval_id, requester=call.actor, surface=call.surface, execution_id=call.execution_id
-    )
+    # From here the record may be consumed by this execution before any reply says so (a reply
+    # lost to the command timeout, a cancel, a dropped connection): a failure gives it back.
+    call.consume_attempted = True
+    try:
+        record = await rt.approvals.consume(
+            call.approval_id,
+            requester=call.actor,
+            surface=call.surface,
+            execution_id=call.execution_id,
+        )
+    except CapabilityError as err:
+        if err.code is not Code.APPROVAL_UNAVAILABLE:
+            call.consume_attempted = False  # the script answered: it consumed nothing of ours
+        raise
     call.approval = record
     rt.audit.emit(build(Event.APPROVAL_CONSUMED, call, rt.wall(), approval_id=record.id))

@@ -20,6 +20,7 @@ import grpc
 import pytest
 import redis.asyncio as aioredis
 import yaml
+from redis import exceptions as redis_exceptions
 
 from capgate.v1 import types_pb2
 from examples.orders.server import State
@@ -223,3 +224,109 @@ async def test_strict_audit_failing_after_the_consume_gives_the_approval_back(
     assert resumed.WhichOneof("outcome") == "completed", resumed
     assert upstream.calls(REFUND) == 1
     assert await status_of(redis_server, approval.id) == "executed"
+
+
+class LostConsumeReply:
+    """The approval store's CONSUME script runs in the real Redis, then its reply is lost (the
+    fault injected at the one point that matters: between the script and its reply). `timeout`:
+    redis-py's command timeout (never retried) raises; `hang`: the reply never arrives, until
+    the call is cancelled (a caller gone, a drain)."""
+
+    def __init__(self, env: Env, mode: str) -> None:
+        self.store = env.gw.runtime.approvals
+        self.real = self.store._scripts["consume"]
+        self.mode = mode
+        self.ran = asyncio.Event()
+
+    async def __call__(self, *, keys: list[str], args: list[object]) -> object:
+        await self.real(keys=keys, args=args)
+        self.ran.set()
+        if self.mode == "timeout":
+            raise redis_exceptions.TimeoutError("Timeout reading from socket")
+        await asyncio.Event().wait()  # cancelled by the caller's cancel or the drain
+        raise AssertionError("unreachable")
+
+    def __enter__(self) -> LostConsumeReply:
+        self.store._scripts["consume"] = self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.store._scripts["consume"] = self.real
+
+
+async def until_status(redis_server: RedisProcess, approval_id: str, status: str) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if await status_of(redis_server, approval_id) == status:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"approval never {status}: {await status_of(redis_server, approval_id)}")
+
+
+@pytest.mark.parametrize("lost", ["timeout", "caller-cancel", "drain"])
+async def test_a_consume_whose_reply_is_lost_gives_the_approval_back(
+    release_env: tuple[Env, Upstream], redis_server: RedisProcess, lost: str
+) -> None:
+    """The CONSUME ran (the record is consumed by this execution) but the gateway never heard
+    so: before the fix the approval stayed consumed for good with nothing run, and every later
+    Resume answered APPROVAL_CONSUMED (UNKNOWN) although the upstream was never called."""
+    env, upstream = release_env
+    approval = await request_approval(env)
+    await decide(env, approval)
+    with LostConsumeReply(env, "timeout" if lost == "timeout" else "hang") as fault:
+        pending = asyncio.ensure_future(env.resume(approval.id))
+        await asyncio.wait_for(fault.ran.wait(), 10)
+        if lost == "timeout":
+            failed = await pending
+            assert code(failed) == "APPROVAL_UNAVAILABLE", failed
+            assert failed.failed.retryable
+        elif lost == "caller-cancel":
+            pending.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await pending
+        else:
+            assert len(env.gw.runtime.drain.cancel_running()) == 1
+            failed = await pending
+            assert code(failed) == "CANCELLED", failed
+            assert failed.cancelled.retryable
+            assert failed.execution_state == types_pb2.EXECUTION_STATE_NOT_STARTED
+        await until_status(redis_server, approval.id, "approved")
+    assert upstream.calls(REFUND) == 0
+    if lost != "caller-cancel":
+        events = await env.events_for(failed.execution_id)
+        names = [e["event"] for e in events]
+        assert names.index("capability.approval_consumed") < names.index(
+            "capability.approval_released"
+        )
+        assert events[-1]["event"] in {"capability.failed", "capability.cancelled"}
+        assert events[-1]["approval_released"] is True
+    resumed = await env.resume(approval.id)
+    assert resumed.WhichOneof("outcome") == "completed", resumed
+    assert upstream.calls(REFUND) == 1
+    assert await status_of(redis_server, approval.id) == "executed"
+    assert await env.resume(approval.id) == resumed  # the stored envelope, no second run
+    assert upstream.calls(REFUND) == 1
+
+
+async def test_a_consume_refused_by_the_store_gives_nothing_back(
+    release_env: tuple[Env, Upstream], redis_server: RedisProcess
+) -> None:
+    """A consume the store answered (here: another execution holds the record) is no lost
+    reply: nothing is released, the other execution's consume stands."""
+    env, upstream = release_env
+    approval = await request_approval(env)
+    await decide(env, approval)
+    with LostConsumeReply(env, "hang") as fault:
+        first = asyncio.ensure_future(env.resume(approval.id))
+        await asyncio.wait_for(fault.ran.wait(), 10)
+        fault.store._scripts["consume"] = fault.real
+        second = await env.resume(approval.id)
+        assert code(second) == "APPROVAL_CONSUMED", second
+        assert await status_of(redis_server, approval.id) == "consumed"
+        events = await env.events_for(second.execution_id)
+        assert "capability.approval_released" not in [e["event"] for e in events]
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+    await until_status(redis_server, approval.id, "approved")  # the first one's, given back
+    assert upstream.calls(REFUND) == 0
