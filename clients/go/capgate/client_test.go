@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/capgate/capgate/clients/go/capgate"
 	"github.com/capgate/capgate/clients/go/capgatev1"
@@ -40,6 +41,10 @@ func (f *fakeGateway) Invoke(ctx context.Context, req *capgatev1.InvokeRequest) 
 		res.Outcome = &capgatev1.ExecutionResult_Failed{Failed: &capgatev1.CapabilityError{
 			Code: capgatev1.ErrorCode_ERROR_CODE_INPUT_INVALID, Stage: "input-validation", Message: "bad",
 			Issues: []*capgatev1.Issue{{Path: "$.amount", Message: "must be a number"}}}}
+	case "rate-limited":
+		res.Outcome = &capgatev1.ExecutionResult_Failed{Failed: &capgatev1.CapabilityError{
+			Code: capgatev1.ErrorCode_ERROR_CODE_RATE_LIMITED, Stage: "limits", Retryable: true,
+			RetryAfter: durationpb.New(2500 * time.Millisecond)}}
 	case "cancelled":
 		res.Outcome = &capgatev1.ExecutionResult_Cancelled{Cancelled: &capgatev1.CapabilityError{
 			Code: capgatev1.ErrorCode_ERROR_CODE_TIMEOUT, Stage: "timeout", Retryable: true}}
@@ -128,6 +133,12 @@ func TestEveryOutcomeMapsToItsType(t *testing.T) {
 	}
 	if ce.Error() != "capgate: INPUT_INVALID (input-validation): bad; $.amount must be a number" {
 		t.Fatalf("message: %q", ce.Error())
+	}
+	res, _ = call(t, c, "rate-limited")
+	drain()
+	if f, ok := res.Outcome.(*capgate.Failed); !ok || f.Err.Code != capgatev1.ErrorCode_ERROR_CODE_RATE_LIMITED ||
+		!f.Err.Retryable || f.Err.RetryAfter != 2500*time.Millisecond {
+		t.Fatalf("rate limited: %+v", res.Outcome)
 	}
 	res, _ = call(t, c, "cancelled")
 	drain()

@@ -63,6 +63,32 @@ describe("outcomeFromProto", () => {
     );
   });
 
+  test("failed RATE_LIMITED: retryAfterSeconds from the envelope's retry_after", () => {
+    const outcome = outcomeFromProto(
+      create(ExecutionResultSchema, {
+        executionId: "e5",
+        outcome: {
+          case: "failed",
+          value: {
+            code: PbErrorCode.RATE_LIMITED,
+            stage: "limits",
+            retryable: true,
+            retryAfter: { seconds: 2n, nanos: 500_000_000 },
+            executionState: ExecutionState.NOT_STARTED,
+          },
+        },
+      }),
+    );
+    assert.throws(
+      () => unwrap(outcome),
+      (e: unknown) =>
+        e instanceof CapgateError &&
+        e.code === "RATE_LIMITED" &&
+        e.retryable &&
+        e.retryAfterSeconds === 2.5,
+    );
+  });
+
   test("approval_required: the approval is native, and unwrap throws APPROVAL_PENDING", () => {
     const outcome = outcomeFromProto(
       create(ExecutionResultSchema, {
