@@ -23,7 +23,7 @@ from gateway.jsonvalue import dumps
 from gateway.stages import Outcome, Replayed, Suspended
 from gateway.stages.actor import check_actor
 from gateway.stages.approval import approval_gate
-from gateway.stages.cache import cache_lookup, cache_store, unless_cached
+from gateway.stages.cache import cache_lookup, cache_store, hit_failure, unless_cached
 from gateway.stages.controls import attach_controls
 from gateway.stages.exposure import check_exposure
 from gateway.stages.hooks import merge_hook_asks, run_failure_hooks, run_post_hooks, run_pre_hooks
@@ -178,10 +178,14 @@ async def run(
                         break  # a typed early exit: suspended or replayed
             if isinstance(outcome, Suspended):
                 result = _suspended(call, rt, outcome)
+                if call.limit_spent:  # it waits to run: its Resume spends (docs/limits.md)
+                    await _guarded("limits", call, give_back_limits(call, rt))
                 _observe(call, span, "approval_required", "", started)
                 return result
             if isinstance(outcome, Replayed):
                 result = _replayed(call, rt, outcome)
+                if call.limit_spent:  # a stored outcome answered: nothing ran again
+                    await _guarded("limits", call, give_back_limits(call, rt))
                 _observe(call, span, "replayed", "", started)
                 return result
             result = await _completed(call, rt)
@@ -321,6 +325,7 @@ async def _completed(call: Call, rt: Runtime) -> gateway_pb2.ExecutionResult:
 
 
 async def _failed(call: Call, rt: Runtime, err: CapabilityError) -> gateway_pb2.ExecutionResult:
+    pass  # TEMP
     # PostFailure hooks observe every terminal failure a caller could see (never a concealed
     # one), before the terminal event so that it records their calls; bounded by each hook's
     # timeout and the caller's deadline.
@@ -404,11 +409,15 @@ async def _record_outcome(call: Call, rt: Runtime, result: gateway_pb2.Execution
     if call.limit_spent and call.state == types_pb2.EXECUTION_STATE_NOT_STARTED:
         await _guarded("limits", call, give_back_limits(call, rt))
     if call.idempotency_scope is not None and rt.idempotency is not None:
+        # Only while this execution still holds the key: once its TTL ended another execution
+        # may have claimed it, and that claim is neither deleted nor overwritten.
+        scope, holder = call.idempotency_scope, call.execution_id
         if call.state == types_pb2.EXECUTION_STATE_NOT_STARTED:
-            await _guarded("idempotency", call, rt.idempotency.release(call.idempotency_scope))
+            released = rt.idempotency.release(scope, execution_id=holder)
+            await _guarded("idempotency", call, released)
         else:
             envelope_bytes = result.SerializeToString()
-            stored = rt.idempotency.complete(call.idempotency_scope, envelope_bytes)
+            stored = rt.idempotency.complete(scope, envelope_bytes, execution_id=holder)
             await _guarded("idempotency", call, stored)
     record = call.approval
     if record is not None and rt.approvals is not None and record.status == "consumed":
