@@ -401,6 +401,10 @@ async def start(
 
 async def _serve(args: argparse.Namespace) -> int:
     ports = workers.parse_ports(args.worker_ports) if args.worker_index is not None else {}
+    # The supervisor's one cache key for all its workers (taken out of the environment).
+    cache_secret = ""
+    if args.worker_index is not None:
+        cache_secret = os.environ.pop(workers.CACHE_KEY_ENV, "")
 
     def prepared(loaded: Settings) -> Settings:
         """What this process serves of a loaded config (at start and on every reload)."""
@@ -409,7 +413,9 @@ async def _serve(args: argparse.Namespace) -> int:
                 loaded, actor_token=replace(loaded.actor_token, jwks_out=args.jwks_out)
             )
         if args.worker_index is not None:  # one of `--workers N` (gateway/workers.py, ADR 0012)
-            loaded = workers.worker_settings(loaded, args.worker_index, ports, args.actor_key_file)
+            loaded = workers.worker_settings(
+                loaded, args.worker_index, ports, args.actor_key_file, cache_secret=cache_secret
+            )
         return loaded
 
     # The loader `capgate config check` runs too: the config, its upstreams' methods and its

@@ -18,6 +18,10 @@ What cannot be shared, and what is refused (ADR 0012):
   own key and upstreams could verify only the worker that published its JWKS; the supervisor
   generates one key into a private 0600 file (deleted on exit) that every worker uses, and only
   worker 0 writes `jwks_out`;
+- the result cache's key: without `cache.key` each process would draw its own, and every
+  worker would overwrite the others' entries and miss on them; the supervisor draws one secret
+  and hands it to every worker in its environment (`CACHE_KEY_ENV`, removed at once by the
+  worker), so the workers share their entries;
 - a Prometheus endpoint on a fixed port: worker i serves it on port + i (scrape each).
 
 A worker that exits stops the whole group (exit status 1) so that the orchestrator restarts it
@@ -37,6 +41,7 @@ import ctypes.util
 import json
 import logging
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -57,6 +62,7 @@ from gateway.settings import Listener, Settings
 log = logging.getLogger("capgate.workers")
 
 READY_TIMEOUT_S = 120.0
+CACHE_KEY_ENV = "CAPGATE_WORKERS_CACHE_KEY"
 POLL_S = 0.1
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -121,10 +127,16 @@ def _with_port(address: str, port: int) -> str:
 
 
 def worker_settings(
-    settings: Settings, index: int, ports: dict[str, int], key_file: str | None
+    settings: Settings,
+    index: int,
+    ports: dict[str, int],
+    key_file: str | None,
+    *,
+    cache_secret: str = "",
 ) -> Settings:
     """Worker `index`'s view of `settings`: listeners it binds, its metrics port, the shared
-    signing key. `ports` are worker 0's bound ports (for listeners configured with port 0)."""
+    signing key, the shared cache key (`cache_secret`, when the config sets no `cache.key`).
+    `ports` are worker 0's bound ports (for listeners configured with port 0)."""
     listeners = settings.listeners
     if index > 0:
         listeners = tuple(
@@ -144,7 +156,12 @@ def worker_settings(
         token = replace(token, key_file=key_file)
     if index > 0:
         token = replace(token, jwks_out=None)  # worker 0 publishes the one shared key
-    return replace(settings, listeners=listeners, telemetry=telemetry, actor_token=token)
+    cache = settings.cache
+    if cache_secret and not cache.key:
+        cache = replace(cache, key=cache_secret)
+    return replace(
+        settings, listeners=listeners, telemetry=telemetry, actor_token=token, cache=cache
+    )
 
 
 def parse_ports(text: str) -> dict[str, int]:
@@ -271,6 +288,8 @@ def supervise(args: argparse.Namespace) -> int:
         signal.signal(sig, group.on_signal)
     with tempfile.TemporaryDirectory(prefix="capgate-workers-") as private:
         key_file = None if settings.actor_token.key_file else _write_key(private)
+        # One cache key for the group, in the workers' environment only (not on argv).
+        environ = {**os.environ, CACHE_KEY_ENV: secrets.token_hex(32)}
         # Fixed ports: every worker binds at once. Port 0: worker 0 binds first and the
         # others join the port it got.
         ports: dict[str, int] = {}
@@ -285,6 +304,7 @@ def supervise(args: argparse.Namespace) -> int:
                 # The supervisor runs no other thread, so preexec_fn is safe here.
                 proc = subprocess.Popen(
                     _argv(args, index, ready, key_file, ports),
+                    env=environ,
                     preexec_fn=preexec,  # noqa: PLW1509
                 )
                 group.procs.append(proc)

@@ -1,6 +1,7 @@
 """Cache entries in Redis (docs/cache.md, ADR 0024).
 
-Keys: `<prefix>:{cache:<capability id>}:e:<sha256>` for an entry and
+Keys: `<prefix>:{cache:<capability id>}:e:<key id>:<sha256>` for an entry (the key id names the
+sealing key, so gateways with different keys never overwrite each other's entries) and
 `<prefix>:{cache:<capability id>}:index` for the capability's index (a sorted set of its entry
 keys by expiry). The hash tag puts every key of one capability in one Cluster slot, so the
 store script and the purge script touch one slot. The sha256 is over what the entry answers
@@ -71,7 +72,7 @@ redis.call('DEL', KEYS[1])
 return gone
 """
 
-Lookup = Literal["hit", "miss", "unavailable"]
+Lookup = Literal["hit", "miss", "unavailable", "unopened"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,11 @@ def _discard(task: asyncio.Future[Any]) -> None:
 def cache_key(secret: str) -> bytes:
     """The AES-256 key of a configured `cache.key`."""
     return hashlib.sha256(b"capgate-cache\x00" + secret.encode()).digest()
+
+
+def key_id(key: bytes) -> str:
+    """A short public digest naming a sealing key (part of every entry's Redis key)."""
+    return hashlib.sha256(b"capgate-cache-key-id\x00" + key).hexdigest()[:12]
 
 
 class ResultCache:
@@ -107,6 +113,9 @@ class ResultCache:
         self._redis = redis
         self._prefix = prefix
         self._aead = AESGCM(key)
+        # Entries sealed under another key live under other Redis keys: two gateways with
+        # different keys on one Redis never overwrite each other's entries.
+        self._key_id = key_id(key)
         self._timeout_s = timeout_s
         self._max_entries = max_entries
         self._clock = clock
@@ -120,7 +129,7 @@ class ResultCache:
     def entry_key(self, capability_id: str, parts: Sequence[str]) -> str:
         """The Redis key of one entry; `parts` is everything the entry answers for."""
         digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
-        return f"{self._tag(capability_id)}:e:{digest}"
+        return f"{self._tag(capability_id)}:e:{self._key_id}:{digest}"
 
     async def get(self, capability_id: str, key: str) -> Found:
         try:
@@ -131,9 +140,9 @@ class ResultCache:
         if not isinstance(sealed, bytes):
             return Found("miss")
         value = self._open(key, sealed)
-        if value is None:
-            log.warning("cache entry of %s does not open under this gateway's key", capability_id)
-            return Found("miss")
+        if value is None:  # altered or moved: a miss, counted as `unopened`
+            log.debug("cache entry of %s does not open under this gateway's key", capability_id)
+            return Found("unopened")
         return Found("hit", value)
 
     async def put(self, capability_id: str, key: str, value: bytes, ttl_s: float) -> bool:

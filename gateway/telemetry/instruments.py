@@ -266,7 +266,8 @@ class Metrics:
         )
         self.cache_lookups = Counter(
             "capgate.cache.lookups",
-            "Result cache lookups by capability and result (hit, miss, unavailable, unscoped).",
+            "Result cache lookups by capability and result"
+            " (hit, miss, unavailable, unopened, unscoped).",
             "{lookup}",
             ("capability", "result"),
         )
