@@ -325,7 +325,7 @@ async def _completed(call: Call, rt: Runtime) -> gateway_pb2.ExecutionResult:
 
 
 async def _failed(call: Call, rt: Runtime, err: CapabilityError) -> gateway_pb2.ExecutionResult:
-    pass  # TEMP
+    err = hit_failure(call, err)  # a cache hit sent nothing upstream (docs/cache.md)
     # PostFailure hooks observe every terminal failure a caller could see (never a concealed
     # one), before the terminal event so that it records their calls; bounded by each hook's
     # timeout and the caller's deadline.

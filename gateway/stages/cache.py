@@ -11,6 +11,7 @@ runs only after stage 12 accepted the output. Redis down or slow is a miss, neve
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -19,6 +20,7 @@ import orjson
 from capgate.v1 import types_pb2
 from gateway.call import Call, Runtime
 from gateway.canonical import input_hash
+from gateway.errors import CapabilityError
 from gateway.jsonvalue import dumps
 from gateway.stages import Outcome
 from gateway.stages.policies import eval_request
@@ -71,6 +73,18 @@ async def cache_lookup(call: Call, rt: Runtime) -> None:
     call.output = orjson.loads(found.value)  # a fresh value: stage 13 redacts it in place
     call.attempts = 0  # nothing was sent upstream by this execution
     call.state = types_pb2.EXECUTION_STATE_COMPLETED
+
+
+def hit_failure(call: Call, err: CapabilityError) -> CapabilityError:
+    """What a failure after a hit says about this execution (docs/cache.md). The stages after
+    the lookup (redaction, post-hooks, building the envelope; a shutdown) raise as if the
+    upstream had answered this execution: on a hit it did not, nothing was sent, so nothing was
+    executed before the failure (`executed_before_failure` false). `execution_state` stays
+    COMPLETED: the entry is the answer of an upstream call that completed, for the execution
+    that filled it."""
+    if call.cache != "hit" or not err.executed:
+        return err
+    return dataclasses.replace(err, executed=False)
 
 
 def unless_cached(run: StageFn) -> StageFn:
