@@ -140,8 +140,14 @@ def _summary(values: list[float]) -> dict[str, Any]:
 
 
 def rounds(
-    n_rounds: int, seconds: float, use_ghz: bool, gateway_env: dict[str, str] | None = None
+    n_rounds: int,
+    seconds: float,
+    use_ghz: bool,
+    gateway_env: dict[str, str] | None = None,
+    b_env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """`b_env`: also run a second, otherwise identical gateway with this extra environment
+    (side `governed_b`), interleaved with the others: an A/B of a runtime setting."""
     run_dir = Path(tempfile.mkdtemp(prefix="cgr-"))
     started: list[procs.Proc] = []
     redis = RedisProcess(run_dir / "redis").start()
@@ -171,6 +177,29 @@ def rounds(
             env={**procs.gateway_env(run_dir), **(gateway_env or {})},
         )
         started.append(pending.proc)
+        pending_b = None
+        if b_env is not None:
+            b_dir = run_dir / "b"
+            b_dir.mkdir()
+            pending_b = procs.gateway(
+                run_dir,
+                "gw-b",
+                fixtures.write_config(
+                    b_dir / "gateway.yaml",
+                    fixtures.gateway_config(
+                        run_dir=b_dir,
+                        upstream=upstream,
+                        redis_url=redis.url,
+                        secret=secret,
+                        hmac_key=hmac_key,
+                        audit="best_effort",
+                        prometheus=None,
+                        ports=(0, 0),
+                    ),
+                ),
+                env={**procs.gateway_env(run_dir), **(gateway_env or {}), **b_env},
+            )
+            started.append(pending_b.proc)
         px = procs.proxy(run_dir, upstream)
         started.append(px)
         gw = pending.wait()
@@ -197,8 +226,17 @@ def rounds(
                 (proxy_addr, "capgate.v1.Procedure.Invoke", PROCEDURE_PROTO, proc_req, []),
             ),
         }
+        if pending_b is not None:
+            gw_b = pending_b.wait()
+            agents_b = f"127.0.0.1:{gw_b.ready['ports']['agents']}"
+            sides["governed_b"] = (
+                scenarios.invoke(agents_b, "bench.p3", md),
+                tuple(gw_b.ready.get("pids", [gw_b.popen.pid])),
+                (agents_b, "capgate.v1.CapabilityGateway.Invoke", GATEWAY_PROTO, inv_req, md),
+            )
+        names = list(sides)
         for r in range(n_rounds):
-            order = ("governed", "proxy") if r % 2 == 0 else ("proxy", "governed")
+            order = names if r % 2 == 0 else names[::-1]
             for tool in ("load", "ghz"):
                 if tool == "ghz" and ghz is None:
                     continue
@@ -248,8 +286,10 @@ def rounds(
         procs.stop_all(started, timeout_s=3.0)
         redis.stop()
 
-    def ratio(p: dict[str, Any], key: str, level: int) -> float | None:
-        g, x = p.get(f"governed_{level}", {}), p.get(f"proxy_{level}", {})
+    def ratio(
+        p: dict[str, Any], key: str, level: int, a: str = "governed", b: str = "proxy"
+    ) -> float | None:
+        g, x = p.get(f"{a}_{level}", {}), p.get(f"{b}_{level}", {})
         if g.get("failed") or x.get("failed") or not g.get(key) or not x.get(key):
             return None
         return float(g[key]) / float(x[key])
@@ -259,6 +299,7 @@ def rounds(
         "rounds": n_rounds,
         "seconds_per_cell": seconds,
         "gateway_env": gateway_env or {},
+        "b_env": b_env,
     }
     for tool, ps in pairs.items():
         if not ps:
@@ -272,7 +313,15 @@ def rounds(
         ):
             vals = [v for p in ps if (v := ratio(p, key, level)) is not None]
             figures[name] = _summary(vals)
-        for side in ("governed", "proxy"):
+            if b_env is not None:
+                b_name = name.replace("governed_vs_proxy", "b_vs_governed")
+                vals = [
+                    v
+                    for p in ps
+                    if (v := ratio(p, key, level, "governed_b", "governed")) is not None
+                ]
+                figures[b_name] = _summary(vals)
+        for side in names:
             for level in (1, 64):
                 for key in ("server_cpu_us", "calls_per_s", "p50_ms"):
                     vals = [
@@ -299,15 +348,23 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME=VALUE",
         help="extra environment for the gateway (e.g. GRPC_EXPERIMENTS=-event_engine_listener)",
     )
+    parser.add_argument(
+        "--b-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="also run a second gateway with this environment (side governed_b): an A/B",
+    )
     args = parser.parse_args(argv)
     env = dict(item.split("=", 1) for item in args.gateway_env)
-    result = rounds(args.rounds, args.seconds, not args.no_ghz, env)
+    b_env = dict(item.split("=", 1) for item in args.b_env) if args.b_env else None
+    result = rounds(args.rounds, args.seconds, not args.no_ghz, env, b_env)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     for tool in ("load", "ghz"):
         if tool in result:
             for name, s in result[tool]["ratios"].items():
-                if name.startswith("governed_vs"):
+                if name.startswith(("governed_vs", "b_vs")):
                     print(f"{tool:<4} {name:<30} {s['median']} ({s['min']}-{s['max']}, n={s['n']})")
     return 0
 

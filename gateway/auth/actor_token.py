@@ -9,7 +9,7 @@ Claims: `iss` (the gateway), `aud` (the upstream's name), `sub` (actor id), `act
 actor's own issuer: identity is the pair, §12), `kind`, `roles`, `surface`, `approval_id` /
 `approver` when the call was approved, `iat`, `exp` (≤ 60 s later), `jti` (one per token).
 
-Reuse (DESIGN §12, amended 2026-12-01; ADR 0027): the token names no execution. The execution
+Reuse (DESIGN §12, amended 2026-12-01; ADR 0029): the token names no execution. The execution
 id and the capability travel beside it as `x-capgate-execution-id` / `x-capgate-capability`,
 so one token serves every call of the same (actor identity, kind and roles, upstream, surface)
 for the first half of its lifetime: every token an upstream receives has at least half its
