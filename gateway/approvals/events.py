@@ -64,23 +64,29 @@ def _text(value: Any) -> str:
 def _gap(info: Any, cursor: EventId, maxlen: int) -> bool:
     """True when events after `cursor` may be missing (conservative at the trim edge).
 
-    Redis 7.0+ and Valkey count every entry ever added (`entries-added`): equal to the length,
-    nothing was ever trimmed. Redis 6.2 has no such count, so there a cursor older than the
-    oldest entry is always a gap, except "0-0" (from the start) on a stream shorter than
-    `maxlen`: `XADD MAXLEN ~ n` never trims a stream below n entries.
+    A cursor other than "0-0" older than the oldest entry is always a gap: either the entries
+    after it were trimmed, or the stream expired and a later event created it anew (XINFO's
+    `first-entry`, on every supported version). For "0-0", Redis 7.0+ and Valkey count every
+    entry ever added (`entries-added`): equal to the length, nothing was ever trimmed. Redis
+    6.2 has no such count, so there "0-0" is a gap unless the stream is shorter than `maxlen`:
+    `XADD MAXLEN ~ n` never trims a stream below n entries.
     """
     if isinstance(info, ResponseError) or not info:  # no stream at all
         return cursor > (0, 0)
     last = parse_id(_text(info["last-generated-id"]))
     if cursor > last:
         return True  # an id this stream never issued: it lost writes (failover, restore)
+    first = info.get("first-entry")
+    if cursor > (0, 0) and first and cursor < parse_id(_text(first[0])):
+        # Older than anything held: trimmed, or the stream expired and was created anew by a
+        # later event (its count of entries added starts again, so it cannot tell).
+        return True
     length = int(info["length"])
     added = info.get("entries-added")
     if added is not None and int(added) <= length:
         return False  # nothing was ever trimmed
     if added is None and cursor == (0, 0) and length < maxlen:
         return False  # Redis 6.2: never trimmed by XADD
-    first = info.get("first-entry")
     if not first:
         return cursor < last
     # Trimming removes the oldest entries. A cursor before the oldest survivor may have missed

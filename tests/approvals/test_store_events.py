@@ -148,3 +148,33 @@ async def test_a_watch_from_the_start_is_a_gap_only_once_xadd_trimmed(
     with pytest.raises(WatchGap):
         await trimmed.read("0", block_ms=0, checked=True)
     await trimmed.check(await trimmed.tail())  # an id still held is no gap
+
+
+async def test_a_cursor_from_a_stream_that_expired_and_was_recreated_is_a_gap(
+    redis_client: aioredis.Redis,
+) -> None:
+    # The stream expires one retention after its newest event (here 100 ms); the next event
+    # creates it anew, and its count of entries added starts again at 1 (review, issue P3).
+    log = EventLog(redis_client, "t:{expiring}", maxlen=1000, ttl_ms=100)
+    pipe = redis_client.pipeline(transaction=False)
+    log.queue(pipe, "requested", "a1")
+    await pipe.execute()
+    cursor = await log.tail()  # the reader has seen `requested a1`
+    pipe = redis_client.pipeline(transaction=False)
+    log.queue(pipe, "approved", "a1")  # the reader never sees this one...
+    await pipe.execute()
+    for _ in range(200):  # expired within 10 s
+        if not await redis_client.exists("t:{expiring}"):
+            break
+        await asyncio.sleep(0.05)
+    assert not await redis_client.exists("t:{expiring}")
+    pipe = redis_client.pipeline(transaction=False)
+    log.queue(pipe, "requested", "a2")  # ...and the stream starts again
+    await pipe.execute()
+    with pytest.raises(WatchGap):
+        await log.check(cursor)
+    with pytest.raises(WatchGap):
+        await log.read(cursor, block_ms=0, checked=True)
+    # The new stream's own ids and a watch from the start are no gap.
+    await log.check(await log.tail())
+    await log.check("0")
