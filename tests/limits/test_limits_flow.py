@@ -178,3 +178,31 @@ async def test_redis_down_rates_fail_open_budgets_and_closed_rates_fail_closed(
     assert metrics.limits_unavailable.value(("get_rate", "open")) == opened + 5
     assert metrics.limits_unavailable.value(("refund_budget", "closed")) == closed + 1
     assert (await env.invoke("orders.refund", refund(1))).WhichOneof("outcome") == "completed"
+
+
+async def _refund_spent(env: Env, actor_id: str = "alice") -> float:
+    spec = next(s for s in env.gw.settings.limits if s.name == "refund_budget")
+    key = env.gw.runtime.limiter.key(spec, actor_id)
+    return float(await env.gw.redis.hget(key, "spent") or 0)
+
+
+async def test_a_call_waiting_for_approval_spends_at_its_resume_only(env: Env) -> None:
+    """Regression: the invocation that asks for approval must not spend the budget, or its
+    Resume (which spends) would count the amount twice."""
+    asked = await env.invoke("billing.reviewed_refund", refund(300))
+    assert asked.WhichOneof("outcome") == "approval_required", asked
+    assert await _refund_spent(env) == 0
+    approval = asked.approval_required.approval
+    await decide(env, approval)
+    done = await env.resume(approval.id)
+    assert done.WhichOneof("outcome") == "completed", done
+    assert await _refund_spent(env) == 300
+
+
+async def test_an_idempotent_replay_spends_nothing(env: Env) -> None:
+    first = await env.invoke("orders.refund", refund(300), idempotency_key="k-limits-1")
+    assert first.WhichOneof("outcome") == "completed", first
+    again = await env.invoke("orders.refund", refund(300), idempotency_key="k-limits-1")
+    assert again == first  # the stored envelope
+    assert await _refund_spent(env) == 300
+    assert await env.upstream_calls("RefundOrder") == 1
