@@ -5,7 +5,10 @@ UPSTREAM_UNAVAILABLE, NOT_STARTED."""
 
 from __future__ import annotations
 
+import asyncio
+import io
 from collections import Counter
+from contextlib import redirect_stdout
 from pathlib import Path
 
 import grpc
@@ -15,6 +18,7 @@ from mcp.server.mcpserver import MCPServer
 from capgate.v1 import types_pb2
 from examples.mcp_upstream.server import serve
 from gateway.audit.sinks import MemorySink
+from gateway.config.cli import main as config_main
 from gateway.config.loader import load_settings
 from gateway.redis_server import RedisProcess
 from gateway.serve import start
@@ -165,3 +169,26 @@ async def test_a_session_the_server_forgot_is_renewed_once(redis_server: RedisPr
         await gw.stop(0.5)
         if restarted is not None:
             await restarted.stop()
+
+
+async def test_config_check_reports_an_unsupported_tool_schema_at_file_line(
+    tmp_path: Path, redis_server: RedisProcess
+) -> None:
+    odd = await serve(make=odd_server)
+    path = tmp_path / "gateway.yaml"
+    path.write_text(CONFIG.replace("{{ env.TEST_DESK_ADDR }}", odd.address))
+    out = io.StringIO()
+    try:
+        with redirect_stdout(out):
+            code = await asyncio.to_thread(
+                config_main, ["check", str(path), "--resolve-reflection"]
+            )
+    finally:
+        await odd.stop()
+    assert code == 1
+    lines = out.getvalue().splitlines()
+    assert any(
+        line.startswith(f"{path}:7: capabilities[0]: upstream odd (capability odd.pair): ")
+        and "prefixItems is not supported" in line
+        for line in lines
+    ), lines
