@@ -43,8 +43,10 @@ class JwtAuth:
     default_kind: str = "user"
     roles_claim: str = "roles"
     attribute_claims: tuple[str, ...] = ()
-    # Dotted path of the claim naming whom the caller acts for (RFC 8693 `act`); "" = none.
-    on_behalf_of_claim: str = "act.sub"
+    # Dotted path of the claim naming whom the caller acts for; "" (the default) = not read.
+    # Off by default: in RFC 8693 token exchange `act.sub` is the acting party, not the
+    # principal, so no claim path is right for every identity provider (docs/auth.md).
+    on_behalf_of_claim: str = ""
 
 
 @dataclass(frozen=True, slots=True)

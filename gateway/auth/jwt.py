@@ -228,7 +228,7 @@ MAX_ON_BEHALF_OF: Final = 256
 
 
 def on_behalf_of(claims: Mapping[str, Any], path: str) -> str:
-    """The claim at the dotted `path` (`act.sub`: RFC 8693's actor claim), "" when absent or
+    """The claim at the dotted `path` (e.g. `act.sub`), "" when absent or
     when `path` is empty; a value that is not a non-empty string of at most 256 characters
     refuses the token."""
     if not path:

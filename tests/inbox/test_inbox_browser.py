@@ -421,7 +421,7 @@ async def test_the_capabilitys_description_and_on_whose_behalf_an_agent_asks(
 ) -> None:
     await clear_pending(stack)
     # An agent's token names the human it acts for in RFC 8693's `act` claim (the agents
-    # listener's on_behalf_of_claim: act.sub by default); the gateway keeps it with the approval.
+    # listener's on_behalf_of_claim: act.sub in tests/gateway/gateway.yaml); the gateway keeps it.
     delegated = await stack.request(
         "orders.bulk_refund",
         {"customer": "c-78", "orders": [{"order_id": "o-3101", "amount": 30}]},

@@ -1,5 +1,5 @@
 """What ApprovalAdmin tells an inbox beyond the record (issue 17): the capability's description,
-whom an agent acts for (a JWT listener's on_behalf_of_claim, `act.sub` by default, kept with the
+whom an agent acts for (a JWT listener's on_behalf_of_claim, here `act.sub` as tests/gateway/gateway.yaml sets it, kept with the
 approval) and whether the gateway refuses self-approval. Through the real gateway, its real JWT
 listener and a real Redis; the admin calls over loopback gRPC."""
 
