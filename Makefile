@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 BUF := tools/node_modules/.bin/buf
 PYTEST_ARGS ?=
 
-.PHONY: all venv gen gen-check buf-lint lint test test-python test-go test-java test-ts demo bench bench-quick clean tools grpcurl browser
+.PHONY: all venv gen gen-check buf-lint lint test test-python test-go test-java test-ts demo bench bench-quick clean tools grpcurl browser fuzz soak
 
 all: test
 
@@ -88,6 +88,16 @@ test-java:
 
 test-ts:
 	cd clients/typescript && npm ci --no-audit --no-fund --silent && npm run check-gen && npm test
+
+# `make fuzz`: the wire fuzz suite, each generating test for FUZZ_SECONDS (default 60); FUZZ_SEED
+# picks the seeds (docs/testing.md). `make test` runs the same suite bounded (a fixed seed).
+fuzz: venv
+	FUZZ_SECONDS=$${FUZZ_SECONDS:-60} $(PY) -m pytest -q -p no:cacheprovider -s -o timeout=0 tests/fuzz
+
+# `make soak`: bench/soak.py against a real capgate serve for SOAK_SECONDS (default 600); the
+# series (RSS, open files, Redis keys and memory) lands in bench/out/soak.json; growth fails it.
+soak: venv
+	nice $(PY) -m bench.soak --seconds $${SOAK_SECONDS:-600}
 
 demo: venv
 	$(PY) -m examples.demo
