@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 from urllib.parse import quote
 
+import h11
 import httpx2
 import orjson
 
@@ -258,16 +259,22 @@ def transport_failure(code: Code, reason: str, *, sent: bool) -> CapabilityError
 
 
 class SentTracker:
-    """Learns from httpcore's trace events whether a request's headers started going out."""
+    """Learns from httpcore's trace events whether a request's headers started going out
+    (`sent`: a network error from then on may come after bytes reached the server) and
+    whether they were all written (`headers_written`: h11 checks an event before writing any
+    of it, so a protocol error before then left nothing on the wire)."""
 
-    __slots__ = ("sent",)
+    __slots__ = ("headers_written", "sent")
 
     def __init__(self) -> None:
         self.sent = False
+        self.headers_written = False
 
     async def __call__(self, event: str, info: Mapping[str, Any]) -> None:
         if event.endswith("send_request_headers.started"):
             self.sent = True
+        elif event.endswith("send_request_headers.complete"):
+            self.headers_written = True
 
 
 def _origin(url: httpx2.URL) -> tuple[str, str, int | None]:
@@ -376,9 +383,17 @@ class HttpCall:
         except httpx2.TimeoutException as err:
             reason = f"{where}: {type(err).__name__}"
             raise transport_failure(Code.TIMEOUT, reason, sent=sent.sent) from err
-        except (httpx2.LocalProtocolError, httpx2.UnsupportedProtocol) as err:
-            reason = f"{where}: not sent: {type(err).__name__}"
-            raise transport_failure(Code.EXECUTION_FAILED, reason, sent=False) from err
+        except (
+            httpx2.LocalProtocolError,
+            httpx2.UnsupportedProtocol,
+            h11.LocalProtocolError,
+        ) as err:
+            # A request this client refuses to write (h11's own error escapes httpcore when
+            # the body does not match the declared length): after the headers, the server
+            # may already act on them.
+            written = sent.headers_written
+            reason = f"{where}: {'' if written else 'not sent: '}{type(err).__name__}"
+            raise transport_failure(Code.EXECUTION_FAILED, reason, sent=written) from err
         except httpx2.TransportError as err:
             reason = f"{where}: {type(err).__name__}"
             raise transport_failure(Code.UPSTREAM_UNAVAILABLE, reason, sent=sent.sent) from err
