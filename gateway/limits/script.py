@@ -14,8 +14,8 @@ per limit: kind (`r` rate, `b` budget), a, b, c, force:
   the window that started at the key's first spend and when that window ends (`reset_at`, on
   the gateway's clock; the key's TTL is the time left to it, at most the window). A call
   passes when spent + amount <= max. force = 1 (an approved call) lets it past once: the
-  marker key (TTL = window) records that this approval's amount was counted, so a repeated
-  Resume of the same approval never counts it twice.
+  marker key (expiring with the window) records that this approval's amount was counted, so
+  a repeated Resume of the same approval never counts it twice.
 
 All or nothing: the script first decides every limit, and writes only when every one passed.
 Reply: four strings per limit (Lua numbers would be truncated to integers): passed ('1' or
