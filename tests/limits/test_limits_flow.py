@@ -74,6 +74,7 @@ async def test_a_refused_call_is_audited_as_denied_with_its_code(env: Env) -> No
     terminal = events[-1]
     assert terminal["event"] == "capability.denied"
     assert terminal["code"] == "RATE_LIMITED"
+    assert terminal["stage"] == "limits" and terminal["reason"] == "limit get_rate"
     assert [e["event"] for e in events] == ["capability.requested", "capability.denied"]
 
 
