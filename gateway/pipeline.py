@@ -6,6 +6,7 @@ status. `INVOKE` is pinned to seed 001 by a test; reordering needs an ADR.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -18,6 +19,7 @@ from gateway import envelope
 from gateway.approvals.convert import to_proto
 from gateway.audit.events import build, completion_fields, failure_fields, replay_event, stances
 from gateway.call import Call, Runtime
+from gateway.drain import MARGIN_S
 from gateway.errors import CapabilityError, Code, Event
 from gateway.jsonvalue import dumps
 from gateway.stages import Outcome, Replayed, Suspended
@@ -326,10 +328,6 @@ async def _completed(call: Call, rt: Runtime) -> gateway_pb2.ExecutionResult:
 
 async def _failed(call: Call, rt: Runtime, err: CapabilityError) -> gateway_pb2.ExecutionResult:
     err = hit_failure(call, err)  # a cache hit sent nothing upstream (docs/cache.md)
-    # PostFailure hooks observe every terminal failure a caller could see (never a concealed
-    # one), before the terminal event so that it records their calls; bounded by each hook's
-    # timeout and the caller's deadline.
-    await run_failure_hooks(call, rt, err)
     result = envelope.failure(
         err,
         execution_id=call.execution_id,
@@ -340,14 +338,85 @@ async def _failed(call: Call, rt: Runtime, err: CapabilityError) -> gateway_pb2.
         revision=call.snapshot.revision,
         approval_id=call.approval_id if call.approval is not None else "",
     )
-    released = await _give_back_approval(call, rt, err)
-    if call.execution_id:
-        fields = failure_fields(call, err, round(_duration(call, rt) * 1000, 3))
-        if released:
-            fields["approval_released"] = True
-        rt.audit.emit(build(err.spec.event, call, rt.wall(), **fields))
-    await _record_outcome(call, rt, result)
+    duration_ms = round(_duration(call, rt) * 1000, 3)
+    # What a retry depends on comes first, shielded: the approval given back, the outcome
+    # recorded (idempotency, approval, budgets). A shutdown that cancels this task at the end of
+    # its grace (grpc.aio's stop) cannot leave an approval consumed or a key running for
+    # nothing run: the recording finishes on its own.
+    recording = asyncio.ensure_future(_record_failure(call, rt, err, result))
+    try:
+        await asyncio.shield(recording)
+        # Then the observe-only PostFailure hooks (every terminal failure a caller could see,
+        # never a concealed one): bounded by each hook's timeout and the caller's deadline, and
+        # during a shutdown by the drain's margin too.
+        await _observe_failure(call, rt, err)
+    finally:
+        # The terminal event, last: it records the hooks' calls and whether the approval was
+        # given back. Cancelled while still recording, it follows once the recording ends.
+        if recording.done():
+            _emit_failure(call, rt, err, duration_ms, recording)
+        else:
+            recording.add_done_callback(
+                lambda done: _emit_failure(call, rt, err, duration_ms, done)
+            )
     return result
+
+
+async def _record_failure(
+    call: Call, rt: Runtime, err: CapabilityError, result: gateway_pb2.ExecutionResult
+) -> bool:
+    """The approval given back (or not), then the outcome recorded; whether it was given back."""
+    released = await _give_back_approval(call, rt, err)
+    await _record_outcome(call, rt, result)
+    return released
+
+
+# At most this long for PostFailure hooks once a shutdown began (or from their start, when
+# they start during one): the drain cancels calls MARGIN_S before the end of its grace, and
+# the envelope must still be sent after the hooks, before grpc.aio aborts the RPC.
+SHUTDOWN_HOOKS_S = MARGIN_S / 2
+
+
+async def _observe_failure(call: Call, rt: Runtime, err: CapabilityError) -> None:
+    """The PostFailure hooks; observe only, so this never raises. A shutdown cuts them short
+    (the trail marks the call): they may not keep the caller from its envelope."""
+    hooks = asyncio.ensure_future(run_failure_hooks(call, rt, err))
+    try:
+        with contextlib.suppress(Exception):  # the hooks' own error: logged below
+            if not rt.drain.closing:
+                await rt.drain.or_closing(asyncio.shield(hooks))  # until they end or shutdown
+            if not hooks.done():
+                await asyncio.wait({hooks}, timeout=SHUTDOWN_HOOKS_S)
+    finally:
+        if not hooks.done():
+            hooks.cancel()
+            await asyncio.wait({hooks}, timeout=SHUTDOWN_HOOKS_S)  # the call's trail record
+            for record in call.hook_calls:  # the hook call cut short: marked in the trail
+                if record["call"] == "post_failure" and "decision" not in record:
+                    record.setdefault("error", "cut short by the shutdown")
+        else:
+            _hooks_failed(call, hooks)
+
+
+def _hooks_failed(call: Call, hooks: asyncio.Future[None]) -> None:
+    exc = None if hooks.cancelled() else hooks.exception()
+    if exc is not None:  # observe only: an unexpected error changes nothing either
+        log.warning("post-failure hooks of %s failed (%s)", call.execution_id, type(exc).__name__)
+
+
+def _emit_failure(
+    call: Call,
+    rt: Runtime,
+    err: CapabilityError,
+    duration_ms: float,
+    recording: asyncio.Future[bool],
+) -> None:
+    if not call.execution_id:
+        return
+    fields = failure_fields(call, err, duration_ms)
+    if not recording.cancelled() and recording.exception() is None and recording.result():
+        fields["approval_released"] = True
+    rt.audit.emit(build(err.spec.event, call, rt.wall(), **fields))
 
 
 async def _give_back_approval(call: Call, rt: Runtime, err: CapabilityError) -> bool:
@@ -403,8 +472,8 @@ def _release_failed(call: Call, approval_id: str, exc: Exception) -> None:
 
 async def _record_outcome(call: Call, rt: Runtime, result: gateway_pb2.ExecutionResult) -> None:
     """Store the envelope where a repeat must find it: the idempotency journal, the approval.
-    Never raises: the terminal event is already out, so a failure here (Redis refusing a
-    write, however it refuses) is logged without payloads and counted, never a second one.
+    Never raises: a failure here (Redis refusing a write, however it refuses) is logged
+    without payloads and counted, never a second terminal event.
     A call whose upstream was never called gives back what it spent from budgets."""
     if call.limit_spent and call.state == types_pb2.EXECUTION_STATE_NOT_STARTED:
         await _guarded("limits", call, give_back_limits(call, rt))
