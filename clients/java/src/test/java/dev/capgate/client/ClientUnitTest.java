@@ -147,6 +147,22 @@ class ClientUnitTest {
   }
 
   @Test
+  void rateLimitedCarriesRetryAfter() {
+    var error =
+        CapabilityError.newBuilder()
+            .setCode(ErrorCode.ERROR_CODE_RATE_LIMITED)
+            .setStage("limits")
+            .setRetryable(true)
+            .setRetryAfter(com.google.protobuf.Duration.newBuilder().setSeconds(2).setNanos(500_000_000))
+            .build();
+    var failure = Failure.fromProto(error);
+    assertEquals(ErrorCode.ERROR_CODE_RATE_LIMITED, failure.code());
+    assertTrue(failure.retryable());
+    assertEquals(java.time.Duration.ofMillis(2500), failure.retryAfter());
+    assertNull(Failure.fromProto(CapabilityError.getDefaultInstance()).retryAfter());
+  }
+
+  @Test
   void transportUnauthenticatedKeepsTheCode() {
     try (var c = builder().build()) {
       var e = assertThrows(CapgateException.class, () -> c.invoke("unauthenticated", null));
