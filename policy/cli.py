@@ -150,7 +150,8 @@ def _check(args: argparse.Namespace) -> int:
 
 def _test(args: argparse.Namespace) -> int:
     policy_set = _load(args)
-    report = run_suites(args.directory, policy_set, _registry(args))
+    hooks = hooks_from_config(args.config) if args.config is not None else None
+    report = run_suites(args.directory, policy_set, _registry(args), hooks)
     if not report.results and not report.errors:
         raise _UsageError(f"{args.directory}: no *_test.yaml suites found")
     if args.junit is not None:

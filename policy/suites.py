@@ -11,6 +11,12 @@ fields it states (`tags`, `side_effect`, `risk`, `policies`) must agree with the
 the fields it leaves out come from the config. So a suite cannot pass because its fixture
 lists a policy the deployed capability does not (a case's own `capability_policies` stays an
 explicit what-if).
+
+A case may give `hooks:`, the context the gateway's pre-hooks returned for the call
+(`hooks.<hook>.<attribute>` in policies, docs/hooks.md). With the config's hook declarations
+(`--config`), every hook and attribute it gives must be declared and its value of the declared
+type; an undeclared one or a mismatch is an error of that case, as the gateway would never
+bind it.
 """
 
 from __future__ import annotations
@@ -71,14 +77,19 @@ def stance_label(stance: Stance | None) -> str:
 
 
 Registry = Mapping[str, Mapping[str, Any]]
+Hooks = Mapping[str, Mapping[str, str]]  # hook name -> attribute -> declared JSON type
 _AGREE = ("tags", "side_effect", "risk", "policies")
 
 
 def run_suites(
-    directory: Path | Sequence[Path], policy_set: PolicySet, registry: Registry | None = None
+    directory: Path | Sequence[Path],
+    policy_set: PolicySet,
+    registry: Registry | None = None,
+    hooks: Hooks | None = None,
 ) -> SuiteReport:
     """Run every `*_test.yaml` under `directory` against `policy_set` (and, when given, the
-    capability `registry` of a gateway config: see the module docstring)."""
+    capability `registry` and the hook context declarations of a gateway config: see the
+    module docstring)."""
     report = SuiteReport(rules=policy_set.rule_sites())
     hit: set[tuple[str, int]] = set()
     for source in read_sources(directory, tests=True):
@@ -93,7 +104,9 @@ def run_suites(
             found = schema_issues(doc, source.label, _SUITE_SCHEMA)
             report.errors += found
             if not found:
-                report.results += _run_suite(doc, source.label, policy_set, report.errors, registry)
+                report.results += _run_suite(
+                    doc, source.label, policy_set, report.errors, registry=registry, hooks=hooks
+                )
     for result in report.results:
         for stance in result.evaluation.stances if result.evaluation else ():
             if stance.rule is not None and stance.error is None:
@@ -107,7 +120,9 @@ def _run_suite(
     path: str,
     policy_set: PolicySet,
     errors: list[LoadIssue],
+    *,
     registry: Registry | None,
+    hooks: Hooks | None,
 ) -> list[CaseResult]:
     suite = doc.value
     name = suite.get("name") or Path(path).stem
@@ -117,6 +132,8 @@ def _run_suite(
         line, column = doc.position(("tests", index))
         try:
             request = _request(case, suite, fixtures, set(policy_set.policy_names), registry)
+            if "hooks" in case:
+                request["hooks"] = _hooks(case["hooks"], hooks)
             phase, eval_request = request_from_data(request)
         except ValueError as exc:
             errors.append(LoadIssue(path, line, column, case["name"], None, str(exc)))
@@ -163,6 +180,36 @@ def _request(
     if case.get("approval") is not None:
         request["approval"] = _fixture(fixtures, "approvals", case["approval"])
     return request
+
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+}
+
+
+def _hooks(given: Mapping[str, Mapping[str, Any]], declared: Hooks | None) -> dict[str, Any]:
+    """A case's hook context; with declarations, ValueError for anything the gateway would
+    not bind (an undeclared hook or attribute, a value not of the declared type)."""
+    if declared is None:
+        return {hook: dict(attrs) for hook, attrs in given.items()}
+    for hook, attrs in given.items():
+        if hook not in declared:
+            known = ", ".join(sorted(declared)) or "none"
+            raise ValueError(f"hooks: no pre_invoke hook {hook!r} in the config ({known} declared)")
+        for name, value in attrs.items():
+            kind = declared[hook].get(name)
+            if kind is None:
+                raise ValueError(f"hooks.{hook}: {name!r} is not in the hook's declared context")
+            wanted = _JSON_TYPES.get(kind, ())
+            if (isinstance(value, bool) and kind != "boolean") or not isinstance(value, wanted):
+                raise ValueError(
+                    f"hooks.{hook}.{name}: the hook declares {kind}, the case gives "
+                    f"{type(value).__name__}"
+                )
+    return {hook: dict(attrs) for hook, attrs in given.items()}
 
 
 def _as_configured(capability: dict[str, Any], registry: Registry) -> dict[str, Any]:
