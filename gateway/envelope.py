@@ -16,12 +16,18 @@ ERROR_CODES = {code: types_pb2.ErrorCode.Value(f"ERROR_CODE_{code.value}") for c
 NOT_FOUND: frozenset[Code] = frozenset({Code.CAPABILITY_NOT_FOUND, Code.APPROVAL_NOT_FOUND})
 
 
-def error_proto(err: CapabilityError, state: State) -> types_pb2.CapabilityError:
+def error_proto(
+    err: CapabilityError, state: State, *, rerun_safe: bool = False
+) -> types_pb2.CapabilityError:
+    """`rerun_safe`: running the capability again cannot repeat an effect (side effect
+    none/read, or declared idempotent). After an UNKNOWN outcome the call may have taken effect,
+    so `retryable` is only ever true then when a re-run is safe (DESIGN §12: UNKNOWN is never
+    re-run automatically; a client that follows `retryable` must not repeat a write)."""
     msg = types_pb2.CapabilityError(
         code=ERROR_CODES[err.code],
         stage=err.spec.stage,
         message=err.public_message,
-        retryable=err.is_retryable,
+        retryable=err.is_retryable and (state != types_pb2.EXECUTION_STATE_UNKNOWN or rerun_safe),
         expose_to_model=err.exposed,
         executed_before_failure=err.executed,
         execution_state=state,
@@ -43,6 +49,7 @@ def failure(
     state: State,
     revision: str,
     approval_id: str = "",
+    rerun_safe: bool = False,
 ) -> gateway_pb2.ExecutionResult:
     result = gateway_pb2.ExecutionResult(
         execution_id=execution_id,
@@ -55,7 +62,7 @@ def failure(
     if duration_s is not None and err.code not in NOT_FOUND:
         result.duration.FromNanoseconds(int(duration_s * 1e9))
     target = result.cancelled if err.spec.kind is Kind.CANCELLED else result.failed
-    target.CopyFrom(error_proto(err, state))
+    target.CopyFrom(error_proto(err, state, rerun_safe=rerun_safe))
     return result
 
 

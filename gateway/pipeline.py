@@ -49,6 +49,7 @@ from gateway.stages.resume import (
 )
 from gateway.stages.validate import validate_input
 from gateway.telemetry import child_span, link_to, metrics, root_span
+from gateway.upstream.call import rerun_safe
 
 log = logging.getLogger("capgate.pipeline")
 _perf = time.perf_counter
@@ -337,6 +338,7 @@ async def _failed(call: Call, rt: Runtime, err: CapabilityError) -> gateway_pb2.
         state=call.state,
         revision=call.snapshot.revision,
         approval_id=call.approval_id if call.approval is not None else "",
+        rerun_safe=call.prepared is not None and rerun_safe(call.prepared.capability),
     )
     duration_ms = round(_duration(call, rt) * 1000, 3)
     # What a retry depends on comes first, shielded: the approval given back, the outcome

@@ -256,10 +256,14 @@ async def call_with_deadline(
     return await call(input_value, timeout=remaining, metadata=metadata)
 
 
+def rerun_safe(capability: Capability) -> bool:
+    """Running it again cannot repeat an effect: side effect none/read, or declared idempotent."""
+    return capability.side_effect in ("none", "read") or capability.idempotent
+
+
 def retry_allowed(capability: Capability) -> bool:
     """SI-11: may a retryable failure of this capability be attempted again at all?"""
-    side_effect_free = capability.side_effect in ("none", "read")
-    return capability.retry.max_attempts > 0 and (side_effect_free or capability.idempotent)
+    return capability.retry.max_attempts > 0 and rerun_safe(capability)
 
 
 def backoff_delay(spec: RetrySpec, retry_number: int, draw: float) -> float:
