@@ -3,37 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
 import pytest
 from google.protobuf.descriptor_pool import DescriptorPool
-from upstreamkit import ORDERS_PB, compile_descriptor_set
+from upstreamkit import ORDERS_PB, Orders, compile_descriptor_set
 
 from examples.orders.server import State, serve
-from gateway.settings import Upstream
 from gateway.upstream.channels import ChannelPool
 from gateway.upstream.descriptors import load_descriptor_set
-
-
-@dataclass
-class Orders:
-    """The running example upstream and a pooled channel to it."""
-
-    state: State
-    port: int
-    pool: ChannelPool
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def upstream(self, kind: str = "grpc", **overrides: object) -> Upstream:
-        return Upstream(name=f"orders-{kind}", address=self.address, kind=kind, **overrides)  # type: ignore[arg-type]
-
-    def channel(self, kind: str = "grpc") -> grpc.aio.Channel:
-        return self.pool.channel(self.upstream(kind))
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import Orders
 from google.protobuf.descriptor_pool import DescriptorPool
+from upstreamkit import Orders
 
 from capgate.v1 import procedure_pb2
 from gateway.errors import CapabilityError, Code

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import Orders
 from google.protobuf.descriptor_pool import DescriptorPool
-from upstreamkit import Pki, make_pki
+from upstreamkit import Orders, Pki, make_pki
 
 from examples.orders.server import serve as serve_orders
 from gateway.errors import CapabilityError, Code

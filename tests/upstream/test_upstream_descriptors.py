@@ -7,9 +7,9 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import Orders
 from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor_pool import DescriptorPool
+from upstreamkit import Orders
 
 from gateway.upstream.descriptors import (
     load_descriptor_set,

@@ -13,9 +13,9 @@ from typing import Any
 import fastjsonschema
 import grpc
 import pytest
-from conftest import Orders
 from google.protobuf.descriptor_pool import DescriptorPool
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from upstreamkit import Orders
 
 from examples.orders import orders_pb2 as pb
 from examples.orders import orders_pb2_grpc as pb_grpc

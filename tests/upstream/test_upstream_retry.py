@@ -7,9 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import Orders
 from google.protobuf.descriptor_pool import DescriptorPool
-from upstreamkit import FakeTime, capability
+from upstreamkit import FakeTime, Orders, capability
 
 from gateway.errors import CapabilityError, Code
 from gateway.model import RetrySpec

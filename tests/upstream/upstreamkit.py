@@ -7,14 +7,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import grpc
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from grpc_tools import protoc
 
+from examples.orders.server import State
 from gateway.errors import CapabilityError
 from gateway.model import Capability, RetrySpec, SideEffect
+from gateway.settings import Upstream
+from gateway.upstream.channels import ChannelPool
 
 DATA = Path(__file__).parent / "data"
 ORDERS_PB = Path(__file__).parents[2] / "examples" / "orders" / "orders.pb"
@@ -193,3 +197,22 @@ def make_pki(out: Path, server_name: str) -> Pki:
         client_cert=write(out / "client.pem", client.public_bytes(pem)),
         client_key=write(out / "client.key", pem_key(client_key)),
     )
+
+
+@dataclass
+class Orders:
+    """The running example upstream and a pooled channel to it."""
+
+    state: State
+    port: int
+    pool: ChannelPool
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def upstream(self, kind: str = "grpc", **overrides: object) -> Upstream:
+        return Upstream(name=f"orders-{kind}", address=self.address, kind=kind, **overrides)  # type: ignore[arg-type]
+
+    def channel(self, kind: str = "grpc") -> grpc.aio.Channel:
+        return self.pool.channel(self.upstream(kind))
