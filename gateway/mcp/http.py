@@ -21,6 +21,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from gateway.auth.base import AuthenticationFailed, Authenticator, build_authenticator
+from gateway.drain import Drain
 from gateway.errors import CapabilityError
 from gateway.jsonvalue import parse_json
 from gateway.mcp import guard, modern, notify
@@ -43,6 +44,7 @@ from gateway.mcp.protocol import (
     Reply,
 )
 from gateway.mcp.sessions import Session, SessionsFull, SessionStore, SessionsUnavailable
+from gateway.mcp.streams import StreamSlots
 from gateway.model import Actor, Limits
 from gateway.settings import Listener, McpSettings
 from gateway.telemetry import tracing
@@ -122,6 +124,21 @@ def _encode(body: dict[str, Any], encoding: Encoding, headers: dict[str, str]) -
     return Response(data, 200, headers, media_type="application/json")
 
 
+class _HeldStream(StreamingResponse):
+    """A GET stream that gives its slot back however its ASGI call ends (the stream ran out,
+    the drain ended it, the client went away, or sending failed before the first event)."""
+
+    def __init__(self, body: Any, release: Any) -> None:
+        super().__init__(body, 200, {"cache-control": "no-cache"}, media_type="text/event-stream")
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
+
+
 async def _read_body(request: Request, limit: int) -> bytes | None:
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
@@ -152,6 +169,7 @@ class McpApp:
         limits: Limits,
         issuers: tuple[str, ...],
         events: notify.SessionEvents | None = None,
+        drain: Drain | None = None,
     ) -> None:
         self._name = listener.name
         self._settings = listener.mcp or McpSettings()
@@ -163,6 +181,8 @@ class McpApp:
         self._scheme = scheme
         self._limits = limits
         self._events = events
+        self._drain = drain  # a shutdown ends the GET streams (gateway/drain.py)
+        self._slots = StreamSlots()
         self._allow = "GET, POST, DELETE, OPTIONS" if events is not None else _ALLOW
         self._metadata_paths = guard.metadata_paths(self._settings)
         self._servers = guard.authorization_servers(self._settings, issuers)
@@ -280,11 +300,18 @@ class McpApp:
         async def decided(approval_id: str) -> str | None:
             return await self._handler.decided(approval_id, actor)
 
+        refused = self._slots.take(session.id, actor.identity)
+        if refused == "session":
+            return _fail(409, "Conflict: this session's notification streams are already open.")
+        if refused == "actor":
+            message = "Too Many Requests: too many notification streams open for this actor."
+            return _fail(429, message, headers=_RETRY)
         last = notify.event_id(request.headers.get("last-event-id"))
         stream = self._events.stream(session.id, actor.identity, last, decided)
-        return StreamingResponse(
-            stream, 200, {"cache-control": "no-cache"}, media_type="text/event-stream"
-        )
+        if self._drain is not None:
+            stream = self._drain.until_closing(stream)
+        slot = (session.id, actor.identity)
+        return _HeldStream(stream, lambda: self._slots.give(*slot))
 
     async def _session(self, request: Request, actor: Actor) -> Session | Response:
         """The request's session. Its `MCP-Protocol-Version`, when sent, must be one spoken on

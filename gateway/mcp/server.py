@@ -152,6 +152,7 @@ def build_app(
         limits=limits,
         issuers=listener.jwt.issuers,
         events=events,
+        drain=runtime.drain,
     )
 
 
