@@ -233,6 +233,8 @@ def failure_fields(call: Call, err: CapabilityError, duration_ms: float) -> dict
         fields["concealed"] = True
     if err.executed:
         fields["executed_before_failure"] = True
+    if call.cache == "hit":  # the output came from the cache: nothing was sent (docs/cache.md)
+        fields["cache"] = "hit"
     contract = err.details.get("contract_reason")
     if isinstance(contract, str) and _MACHINE_REASON.fullmatch(contract):
         fields["contract_reason"] = contract

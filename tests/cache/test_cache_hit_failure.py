@@ -35,6 +35,7 @@ async def test_a_redaction_failure_on_a_hit_was_not_executed_by_that_execution(e
     assert event["event"] == "capability.failed"
     assert "executed_before_failure" not in event
     assert event["attempt"] == 0
+    assert event["cache"] == "hit"  # why nothing was executed: the entry answered
 
 
 async def test_the_same_failure_on_a_miss_was_executed_before_failing(env: Env) -> None:
@@ -47,6 +48,7 @@ async def test_the_same_failure_on_a_miss_was_executed_before_failing(env: Env) 
     assert failed.attempts == 1
     event = await _terminal(env, failed.execution_id)
     assert event["executed_before_failure"] is True
+    assert "cache" not in event  # only a hit is named on a failure event
     # The entry was stored (stage 12 accepted the output): the next call is a hit.
     again = await invoke(env, "orders.picky", ORDER, "alice")
     assert await env.upstream_calls(GET) == 1
