@@ -227,14 +227,16 @@ async def test_strict_audit_failing_after_the_consume_gives_the_approval_back(
 
 
 class LostConsumeReply:
-    """The approval store's CONSUME script runs in the real Redis, then its reply is lost (the
-    fault injected at the one point that matters: between the script and its reply). `timeout`:
-    redis-py's command timeout (never retried) raises; `hang`: the reply never arrives, until
-    the call is cancelled (a caller gone, a drain)."""
+    """One of the approval store's scripts (CONSUME unless told) runs in the real Redis, then
+    its reply is lost (the fault injected at the one point that matters: between the script and
+    its reply). `timeout`: redis-py's command timeout (never retried) raises; `connection`: the
+    connection drops; `hang`: the reply never arrives, until the call is cancelled (a caller
+    gone, a drain)."""
 
-    def __init__(self, env: Env, mode: str) -> None:
+    def __init__(self, env: Env, mode: str, script: str = "consume") -> None:
         self.store = env.gw.runtime.approvals
-        self.real = self.store._scripts["consume"]
+        self.script = script
+        self.real = self.store._scripts[script]
         self.mode = mode
         self.ran = asyncio.Event()
 
@@ -243,15 +245,17 @@ class LostConsumeReply:
         self.ran.set()
         if self.mode == "timeout":
             raise redis_exceptions.TimeoutError("Timeout reading from socket")
+        if self.mode == "connection":
+            raise redis_exceptions.ConnectionError("Connection closed by server.")
         await asyncio.Event().wait()  # cancelled by the caller's cancel or the drain
         raise AssertionError("unreachable")
 
     def __enter__(self) -> LostConsumeReply:
-        self.store._scripts["consume"] = self
+        self.store._scripts[self.script] = self
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.store._scripts["consume"] = self.real
+        self.store._scripts[self.script] = self.real
 
 
 async def until_status(redis_server: RedisProcess, approval_id: str, status: str) -> None:
@@ -263,7 +267,7 @@ async def until_status(redis_server: RedisProcess, approval_id: str, status: str
     raise AssertionError(f"approval never {status}: {await status_of(redis_server, approval_id)}")
 
 
-@pytest.mark.parametrize("lost", ["timeout", "caller-cancel", "drain"])
+@pytest.mark.parametrize("lost", ["timeout", "connection", "caller-cancel", "drain"])
 async def test_a_consume_whose_reply_is_lost_gives_the_approval_back(
     release_env: tuple[Env, Upstream], redis_server: RedisProcess, lost: str
 ) -> None:
@@ -273,10 +277,11 @@ async def test_a_consume_whose_reply_is_lost_gives_the_approval_back(
     env, upstream = release_env
     approval = await request_approval(env)
     await decide(env, approval)
-    with LostConsumeReply(env, "timeout" if lost == "timeout" else "hang") as fault:
+    mode = lost if lost in ("timeout", "connection") else "hang"
+    with LostConsumeReply(env, mode) as fault:
         pending = asyncio.ensure_future(env.resume(approval.id))
         await asyncio.wait_for(fault.ran.wait(), 10)
-        if lost == "timeout":
+        if mode != "hang":
             failed = await pending
             assert code(failed) == "APPROVAL_UNAVAILABLE", failed
             assert failed.failed.retryable
@@ -330,3 +335,26 @@ async def test_a_consume_refused_by_the_store_gives_nothing_back(
             await first
     await until_status(redis_server, approval.id, "approved")  # the first one's, given back
     assert upstream.calls(REFUND) == 0
+
+
+async def test_a_release_whose_reply_is_lost_still_runs_once_later(
+    release_env: tuple[Env, Upstream], redis_server: RedisProcess
+) -> None:
+    """The same fault one step later: the RELEASE ran (approved again) but its reply was lost.
+    The pipeline then tries to finish a record it no longer holds; that is refused, so the
+    approval stays approved and the next Resume runs the call exactly once."""
+    env, upstream = release_env
+    approval = await request_approval(env)
+    await decide(env, approval)
+    await upstream.stop()
+    with LostConsumeReply(env, "timeout", script="release"):
+        failed = await env.resume(approval.id)
+    assert code(failed) == "UPSTREAM_UNAVAILABLE", failed
+    assert failed.failed.execution_state == types_pb2.EXECUTION_STATE_NOT_STARTED
+    assert await status_of(redis_server, approval.id) == "approved"
+    await upstream.start()
+    await until_upstream_answers(env)
+    resumed = await env.resume(approval.id)
+    assert resumed.WhichOneof("outcome") == "completed", resumed
+    assert upstream.calls(REFUND) == 1
+    assert await status_of(redis_server, approval.id) == "executed"
