@@ -10,6 +10,7 @@ from typing import Any
 import grpc
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc
+from gateway.audit.events import caller_text
 from gateway.call import Runtime
 from gateway.redisconn import RedisUnavailable
 from gateway.servicer import Stage1
@@ -43,5 +44,6 @@ class CacheAdminServicer(admin_pb2_grpc.CacheAdminServicer):  # type: ignore[mis
             deleted = await cache.purge(capability_id)
         except RedisUnavailable:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "the cache's Redis is unavailable")
-        log.info("cache of %s purged by %s: %d entries", capability_id, actor.id[:256], deleted)
+        who = caller_text(actor.id)  # the token's subject: escaped, like the audit trail keeps it
+        log.info("cache of %s purged by %s: %d entries", capability_id, who, deleted)
         return admin_pb2.PurgeCacheResponse(deleted=deleted)

@@ -34,6 +34,7 @@ from starlette.responses import (
 from starlette.routing import Route
 
 from capgate.v1 import types_pb2
+from gateway.audit.events import caller_text
 from gateway.auth.base import AuthenticationFailed
 from gateway.inbox import views
 from gateway.inbox.admin import AdminClient
@@ -290,7 +291,8 @@ class Inbox:
                 human, approval_id, status=_REFUSED_STATUS.get(code, 409), error=error, note=note
             )
         self.book.merge(reply.approval)
-        log.info("inbox: %s %s approval %s", human.actor.id, verdict, approval_id)
+        who, which = caller_text(human.actor.id), caller_text(approval_id)
+        log.info("inbox: %s %s approval %s", who, verdict, which)
         return RedirectResponse(f"/approvals/{views_quote(approval_id)}", status_code=303)
 
     # -- live updates, static files, health ----------------------------------------------

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from gateway.audit.events import caller_text
 from gateway.auth import jws
 from gateway.auth.base import AuthenticationFailed
 from gateway.inbox.session import LOGIN_COOKIE, SESSION_COOKIE, login_binding
@@ -76,7 +77,7 @@ class SignIn:
         lifetime = max(1, int(session.expires_at - session.created))
         self.cookie(response, SESSION_COOKIE, session.sid, max_age=lifetime)
         response.delete_cookie(LOGIN_COOKIE, path="/")
-        log.info("inbox: %s signed in", actor.id)
+        log.info("inbox: %s signed in", caller_text(actor.id))
         return response
 
     async def logout(self, request: Request) -> Response:
@@ -94,7 +95,7 @@ class SignIn:
                 return inbox.error(human, 403, "Refused", "Missing or invalid CSRF token.")
             if human.session is not None:
                 await inbox.sessions.delete(human.session.sid)  # the cookie is dead from now
-                log.info("inbox: %s signed out", human.actor.id)
+                log.info("inbox: %s signed out", caller_text(human.actor.id))
         response = RedirectResponse("/login", status_code=303)
         response.delete_cookie(SESSION_COOKIE, path="/")
         return response
