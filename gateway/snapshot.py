@@ -189,23 +189,17 @@ async def _prepare(
             return None
         if found is None:
             return cap.input_schema or {}
-        cap = found.capability
-        extras = _cache_and_mapper(cap, parts, found.input_schema, found.request_schema, problems)
-        try:
-            prepared = _finish(
-                cap,
-                settings=settings,
-                pool=pool,
-                target=(found.input_schema, found.call, found.method),
-                hmac_key=hmac_key,
-                key_id=key_id,
-            )
-        except (OutputExprError, UpstreamConfigError, ValueError) as exc:
-            problems.append(SnapshotProblem(parts, f"capability {cap.id}: {exc}"))
-            return None
-        if extras is None:
-            return None
-        return dataclasses.replace(prepared, cache_scope=extras[0], input_mapper=extras[1])
+        return _complete(
+            found.capability,
+            parts,
+            (found.input_schema, found.call, found.method),
+            found.request_schema,
+            settings=settings,
+            pool=pool,
+            problems=problems,
+            hmac_key=hmac_key,
+            key_id=key_id,
+        )
     try:
         channel = pool.channel(upstream)  # reads the upstream's TLS files
     except UpstreamConfigError as exc:
@@ -238,15 +232,37 @@ async def _prepare(
         call = grpc_call(channel, info, upstream=upstream)
         method = info.full_method
         request_schema = derive_schema(info.input) if cap.map_input else None
-    extras = _cache_and_mapper(cap, parts, input_schema, request_schema, problems)
+    return _complete(
+        cap,
+        parts,
+        (input_schema, call, method),
+        request_schema,
+        settings=settings,
+        pool=pool,
+        problems=problems,
+        hmac_key=hmac_key,
+        key_id=key_id,
+    )
+
+
+def _complete(
+    cap: Capability,
+    parts: PathParts,
+    target: tuple[Mapping[str, Any], UpstreamCall, str],  # input schema, call, full method
+    request_schema: Mapping[str, Any] | None,
+    *,
+    settings: Settings,
+    pool: ChannelPool,
+    problems: list[SnapshotProblem],
+    hmac_key: bytes,
+    key_id: str,
+) -> Prepared | None:
+    """The prepared capability once its upstream target is known, whatever the upstream's
+    kind: its cache scope and input mapper compiled; None after recording why not."""
+    extras = _cache_and_mapper(cap, parts, target[0], request_schema, problems)
     try:
         prepared = _finish(
-            cap,
-            settings=settings,
-            pool=pool,
-            target=(input_schema, call, method),
-            hmac_key=hmac_key,
-            key_id=key_id,
+            cap, settings=settings, pool=pool, target=target, hmac_key=hmac_key, key_id=key_id
         )
     except (OutputExprError, UpstreamConfigError, ValueError) as exc:
         problems.append(SnapshotProblem(parts, f"capability {cap.id}: {exc}"))
