@@ -11,7 +11,7 @@ from typing import Any, Final
 from cel_expr_python import cel
 
 from gateway.model import Actor, CacheSpec
-from policy.backends.celexpr import timestamp
+from policy.backends.celexpr import call_variables
 from policy.schematypes import CONTEXT_TYPES, TypeBuilder
 
 __all__ = ["ScopeKey", "ScopeKeyError"]
@@ -60,16 +60,7 @@ class ScopeKey:
         if self.kind == "actor":
             return f"{len(actor.issuer)}:{actor.issuer}{actor.id}"  # unambiguous (issuer, id)
         assert bindings is not None
-        request = dict(bindings["request"])
-        request["now"] = timestamp(request["now"])
-        activation = self._env.Activation(
-            {
-                "actor": bindings["actor"],
-                "capability": bindings["capability"],
-                "request": request,
-                "surface": bindings["surface"],
-            }
-        )
+        activation = self._env.Activation(call_variables(bindings, (*_VARIABLES, "surface")))
         try:
             result = self._program.eval(activation)
         except RuntimeError:

@@ -28,7 +28,7 @@ from google.protobuf.message import Message
 from gateway.errors import CapabilityError, Code
 from gateway.upstream.state import ExecutionState, with_state
 from gateway.validation import SchemaValidator
-from policy.backends.celexpr import timestamp
+from policy.backends.celexpr import call_variables
 from policy.schematypes import CONTEXT_TYPES, TypeBuilder
 
 __all__ = ["InputMapper", "MapInputError"]
@@ -122,17 +122,7 @@ class InputMapper:
         """The upstream request for one call: `bindings` are the policy variables (input,
         actor, capability, request with `now` a datetime, surface). Any failure is
         EXECUTION_FAILED with nothing sent; no message carries a value."""
-        request = dict(bindings["request"])
-        request["now"] = timestamp(request["now"])
-        activation = self._env.Activation(
-            {
-                "input": bindings["input"],
-                "actor": bindings["actor"],
-                "capability": bindings["capability"],
-                "request": request,
-                "surface": bindings["surface"],
-            }
-        )
+        activation = self._env.Activation(call_variables(bindings, (*_VARIABLES, "surface")))
         try:
             value = self._program.eval(activation)
         except RuntimeError:

@@ -8,6 +8,7 @@ activation is shared by all programs of a request.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,7 +17,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from policy.celsource import CONST_VAR
 
-__all__ = ["CelExprBackend"]
+__all__ = ["CelExprBackend", "call_variables", "timestamp"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _VARIABLES = ("actor", "capability", "request", "input", "approval", "limits", "hooks", CONST_VAR)
@@ -26,6 +27,18 @@ def timestamp(moment: datetime) -> Timestamp:
     """A protobuf Timestamp, the only form cel-cpp accepts for timestamps inside maps."""
     delta = moment - _EPOCH
     return Timestamp(seconds=delta.days * 86_400 + delta.seconds, nanos=delta.microseconds * 1000)
+
+
+def call_variables(bindings: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    """The variables `names` of one call's policy bindings as a gateway expression's
+    activation takes them (the cache scope key, map_input): `request` copied with its `now`
+    as a Timestamp; the bindings themselves are left as they are."""
+    values = {name: bindings[name] for name in names}
+    if "request" in values:
+        request = dict(values["request"])
+        request["now"] = timestamp(request["now"])
+        values["request"] = request
+    return values
 
 
 class CelExprBackend:
