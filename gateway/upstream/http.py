@@ -34,11 +34,12 @@ headers (httpcore's `trace` extension); before that nothing reached the upstream
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import logging
 import ssl
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 from urllib.parse import quote
@@ -69,10 +70,12 @@ __all__ = [
     "SentTracker",
     "answered",
     "create_client",
+    "deadline_exceeded",
     "http_call",
     "map_response",
     "public_text",
     "request_for",
+    "transport_errors",
     "transport_failure",
 ]
 
@@ -277,6 +280,40 @@ class SentTracker:
             self.headers_written = True
 
 
+def deadline_exceeded(upstream: str, sent: SentTracker) -> CapabilityError:
+    """The attempt's share of the deadline ran out (kind http and kind mcp alike)."""
+    reason = f"upstream {upstream}: deadline exceeded"
+    return transport_failure(Code.TIMEOUT, reason, sent=sent.sent)
+
+
+@contextlib.contextmanager
+def transport_errors(upstream: str, sent: SentTracker) -> Iterator[None]:
+    """httpx2's failures of one request as envelope errors, one table for kind http and kind
+    mcp: a timeout is TIMEOUT, a request this client refuses to write EXECUTION_FAILED, any
+    other transport failure UPSTREAM_UNAVAILABLE; each UNKNOWN once bytes may have gone out."""
+    where = f"upstream {upstream}"
+    try:
+        yield
+    except httpx2.TimeoutException as err:
+        reason = f"{where}: {type(err).__name__}"
+        raise transport_failure(Code.TIMEOUT, reason, sent=sent.sent) from err
+    except (
+        httpx2.LocalProtocolError,
+        httpx2.UnsupportedProtocol,
+        httpx2.InvalidURL,
+        h11.LocalProtocolError,
+    ) as err:
+        # A request this client refuses to write (h11's own error escapes httpcore when the
+        # body does not match the declared length): after the headers, the server may
+        # already act on them.
+        written = sent.headers_written
+        reason = f"{where}: {'' if written else 'not sent: '}{type(err).__name__}"
+        raise transport_failure(Code.EXECUTION_FAILED, reason, sent=written) from err
+    except httpx2.TransportError as err:
+        reason = f"{where}: {type(err).__name__}"
+        raise transport_failure(Code.UPSTREAM_UNAVAILABLE, reason, sent=sent.sent) from err
+
+
 def _origin(url: httpx2.URL) -> tuple[str, str, int | None]:
     return (url.scheme, url.host, url.port)
 
@@ -319,8 +356,7 @@ class HttpCall:
             async with asyncio.timeout(timeout):
                 return await self._exchange(request, headers, sent)
         except TimeoutError:
-            reason = f"upstream {self._upstream}: deadline exceeded"
-            raise transport_failure(Code.TIMEOUT, reason, sent=sent.sent) from None
+            raise deadline_exceeded(self._upstream, sent) from None
 
     async def _exchange(
         self, request: HttpRequest, headers: httpx2.Headers, sent: SentTracker
@@ -373,30 +409,12 @@ class HttpCall:
     async def _send(
         self, outgoing: httpx2.Request, sent: SentTracker
     ) -> tuple[int, httpx2.Headers, bytes]:
-        where = f"upstream {self._upstream}"
-        try:
+        with transport_errors(self._upstream, sent):
             response = await self._client.send(outgoing, stream=True)
             try:
                 payload = await self._read(response)
             finally:
                 await response.aclose()
-        except httpx2.TimeoutException as err:
-            reason = f"{where}: {type(err).__name__}"
-            raise transport_failure(Code.TIMEOUT, reason, sent=sent.sent) from err
-        except (
-            httpx2.LocalProtocolError,
-            httpx2.UnsupportedProtocol,
-            h11.LocalProtocolError,
-        ) as err:
-            # A request this client refuses to write (h11's own error escapes httpcore when
-            # the body does not match the declared length): after the headers, the server
-            # may already act on them.
-            written = sent.headers_written
-            reason = f"{where}: {'' if written else 'not sent: '}{type(err).__name__}"
-            raise transport_failure(Code.EXECUTION_FAILED, reason, sent=written) from err
-        except httpx2.TransportError as err:
-            reason = f"{where}: {type(err).__name__}"
-            raise transport_failure(Code.UPSTREAM_UNAVAILABLE, reason, sent=sent.sent) from err
         return response.status_code, response.headers, payload
 
     async def _read(self, response: httpx2.Response) -> bytes:

@@ -36,7 +36,13 @@ from gateway.errors import CapabilityError, Code
 from gateway.jsonvalue import parse_strict
 from gateway.upstream.call import Metadata
 from gateway.upstream.errors import UpstreamConfigError
-from gateway.upstream.http import SentTracker, answered, public_text, transport_failure
+from gateway.upstream.http import (
+    SentTracker,
+    answered,
+    deadline_exceeded,
+    public_text,
+    transport_failure,
+)
 from gateway.upstream.mcpclient import McpClient, McpProtocolError
 from gateway.upstream.state import UPSTREAM_STATUS_KEY, ExecutionState, with_state
 
@@ -182,8 +188,7 @@ class McpToolCall:
                     self.tool, input_value, sent=sent, headers=headers
                 )
         except TimeoutError:
-            reason = f"upstream {upstream}: deadline exceeded"
-            raise transport_failure(Code.TIMEOUT, reason, sent=sent.sent) from None
+            raise deadline_exceeded(upstream, sent) from None
         except McpProtocolError as err:
             error = CapabilityError(Code.EXECUTION_FAILED, reason=f"upstream {upstream}: {err}")
             error.details[UPSTREAM_STATUS_KEY] = f"JSON-RPC {err.code}"

@@ -33,7 +33,13 @@ import orjson
 from gateway.errors import CapabilityError, Code
 from gateway.jsonvalue import parse_strict
 from gateway.settings import Upstream
-from gateway.upstream.http import USER_AGENT, SentTracker, answered, transport_failure
+from gateway.upstream.http import (
+    USER_AGENT,
+    SentTracker,
+    answered,
+    transport_errors,
+    transport_failure,
+)
 from gateway.upstream.mcpspec import HANDSHAKE_VERSIONS, STATELESS_VERSION, McpUpstream
 from gateway.upstream.oauth import TokenSource
 from gateway.upstream.state import ExecutionState, with_state
@@ -259,8 +265,7 @@ class McpClient:
         all_headers["content-type"] = "application/json"
         if self._oauth is not None:  # raises NOT_STARTED when no token can be had
             all_headers["authorization"] = f"Bearer {await self._oauth.token()}"
-        where = f"upstream {self.upstream}"
-        try:
+        with transport_errors(self.upstream, sent):
             request = self._client.build_request(
                 "POST",
                 self._url,
@@ -273,15 +278,6 @@ class McpClient:
                 body = await self._read(response, message.get("id"))
             finally:
                 await response.aclose()
-        except httpx2.TimeoutException as err:
-            reason = f"{where}: {type(err).__name__}"
-            raise transport_failure(Code.TIMEOUT, reason, sent=sent.sent) from err
-        except (httpx2.LocalProtocolError, httpx2.UnsupportedProtocol, httpx2.InvalidURL) as err:
-            reason = f"{where}: not sent: {type(err).__name__}"
-            raise transport_failure(Code.EXECUTION_FAILED, reason, sent=False) from err
-        except httpx2.TransportError as err:
-            reason = f"{where}: {type(err).__name__}"
-            raise transport_failure(Code.UPSTREAM_UNAVAILABLE, reason, sent=sent.sent) from err
         return response.status_code, response.headers, body
 
     async def _read(self, response: httpx2.Response, request_id: Any) -> bytes:

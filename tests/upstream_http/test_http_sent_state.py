@@ -1,6 +1,7 @@
-"""What a `kind: http` transport failure says about the upstream having run (docs/errors.md):
-a protocol error raised by the real httpx transport after the request's headers went out is
-UNKNOWN (the server may have acted on them), never NOT_STARTED."""
+"""What a `kind: http` or `kind: mcp` transport failure says about the upstream having run
+(docs/errors.md): a protocol error raised by the real httpx transport after the request's
+headers went out is UNKNOWN (the server may have acted on them), never NOT_STARTED; one table
+(gateway.upstream.http.transport_errors) maps both kinds."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import pytest
 
 from gateway.errors import CapabilityError, Code
 from gateway.settings import Upstream
-from gateway.upstream.http import HttpCall, HttpClients
+from gateway.upstream.http import HttpCall, HttpClients, SentTracker
 from gateway.upstream.httpspec import HttpRoute, HttpUpstream, parse_template
+from gateway.upstream.mcpclient import McpClient
+from gateway.upstream.mcpspec import McpUpstream
 from gateway.upstream.state import ExecutionState, state_of
 from tests.upstream_http.httpserver import Answer, HttpServer
 
@@ -54,3 +57,23 @@ async def test_a_protocol_error_before_anything_is_sent_is_not_started(api: Http
     error = await _call(api, (("x bad", "1"),))  # refused by h11 before a byte is written
     assert state_of(error) is ExecutionState.NOT_STARTED
     assert api.seen == []
+
+
+async def test_an_mcp_upstream_maps_the_same_protocol_error(api: HttpServer) -> None:
+    # The session's first message (initialize, its own request) fails after its headers
+    # went out; the tools/list the caller asked for never did: NOT_STARTED, mapped, not h11's
+    # own exception escaping the upstream layer.
+    api.reset(Answer(hang=True))
+    spec = McpUpstream(headers=(("content-length", "100000"),))
+    upstream = Upstream(name="tools", address=api.address, kind="mcp", mcp=spec)
+    clients = HttpClients()
+    sent = SentTracker()
+    try:
+        with pytest.raises(CapabilityError) as caught:
+            await McpClient(clients.client(upstream), upstream).list_tools(sent=sent)
+    finally:
+        await clients.close()
+    assert caught.value.code is Code.EXECUTION_FAILED
+    assert "LocalProtocolError" in caught.value.reason
+    assert state_of(caught.value) is ExecutionState.NOT_STARTED
+    assert not sent.sent
