@@ -29,8 +29,8 @@ import jwt
 import orjson
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc, types_pb2
-from examples.mcp_upstream.server import serve as serve_desk
 from examples.hooks.reference import serve as serve_hooks
+from examples.mcp_upstream.server import serve as serve_desk
 from examples.orders.server import serve as serve_orders
 from gateway.inbox.server import start_inbox
 from gateway.inbox.settings import AdminConnection, InboxSettings, ServiceToken

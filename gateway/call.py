@@ -34,8 +34,6 @@ class Signer(Protocol):
         actor: Actor,
         *,
         upstream: str,
-        execution_id: str,
-        capability_id: str,
         surface: str,
         approval_id: str | None = None,
         approver: str | None = None,

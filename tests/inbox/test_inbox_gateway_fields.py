@@ -1,7 +1,8 @@
 """What ApprovalAdmin tells an inbox beyond the record (issue 17): the capability's description,
-whom an agent acts for (a JWT listener's on_behalf_of_claim, here `act.sub` as tests/gateway/gateway.yaml sets it, kept with the
-approval) and whether the gateway refuses self-approval. Through the real gateway, its real JWT
-listener and a real Redis; the admin calls over loopback gRPC."""
+whom an agent acts for (a JWT listener's on_behalf_of_claim: `act.sub`, as
+tests/gateway/gateway.yaml sets it; kept with the approval) and whether the gateway refuses
+self-approval. Through the real gateway, its real JWT listener and a real Redis; the admin calls
+over loopback gRPC."""
 
 from __future__ import annotations
 
