@@ -47,7 +47,7 @@ def new_record(
     value = {"order": f"o-{next(_seq)}", "amount": 250} if value is None else value
     now = clock()
     return ApprovalRecord(
-        id=secrets.token_urlsafe(16),
+        id=secrets.token_hex(16),  # as the gateway makes them (never a leading "-")
         capability_id=capability_id,
         capability_digest="sha256:cap",
         surface=surface,

@@ -54,6 +54,11 @@ def test_store_method_signatures_are_stable() -> None:
 
 def test_idempotency_signatures_are_stable() -> None:
     assert _params(RedisIdempotencyStore.__init__) == ["redis", "prefix", "ttl_s", "clock"]
-    assert _params(RedisIdempotencyStore.claim) == ["scope", "input_hash", "execution_id"]
+    assert _params(RedisIdempotencyStore.claim) == [
+        "scope",
+        "input_hash",
+        "execution_id",
+        "lease_s",
+    ]
     assert _params(RedisIdempotencyStore.complete) == ["scope", "envelope", "execution_id"]
     assert _params(RedisIdempotencyStore.release) == ["scope", "execution_id"]

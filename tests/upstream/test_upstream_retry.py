@@ -26,7 +26,9 @@ GET = "/orders.v1.Orders/GetOrder"
 
 
 @pytest.fixture
-def get_order(orders: Orders, orders_pool: DescriptorPool) -> UpstreamCall:
+async def get_order(orders: Orders, orders_pool: DescriptorPool) -> UpstreamCall:
+    # Async so the channel is made on the running loop: a synchronous fixture has no current
+    # loop once an earlier test's asyncio.run() has ended (grpc.aio needs one).
     up = orders.upstream()
     return grpc_call(orders.pool.channel(up), resolve_method(orders_pool, GET), upstream=up)
 
