@@ -331,7 +331,14 @@ class HttpCall:
         self._origin = f"{'https' if upstream.tls else 'http'}://{upstream.address}"
         self._max_redirects = spec.max_redirects
         self._max_bytes = upstream.max_response_bytes
-        self._headers = httpx2.Headers([("user-agent", USER_AGENT), ("accept", "application/json")])
+        # identity: the body is read raw (aiter_raw), and max_response_bytes counts those bytes
+        self._headers = httpx2.Headers(
+            [
+                ("user-agent", USER_AGENT),
+                ("accept", "application/json"),
+                ("accept-encoding", "identity"),
+            ]
+        )
         self._headers.update(dict(spec.headers))
         if upstream.server_name:
             self._headers["host"] = upstream.server_name

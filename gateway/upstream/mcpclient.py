@@ -78,7 +78,12 @@ class McpClient:
         self._protocol = spec.protocol
         self._max_bytes = upstream.max_response_bytes
         self._headers = httpx2.Headers(
-            [("user-agent", USER_AGENT), ("accept", "application/json, text/event-stream")]
+            [
+                ("user-agent", USER_AGENT),
+                ("accept", "application/json, text/event-stream"),
+                # identity: the answer is read raw, and max_response_bytes counts those bytes
+                ("accept-encoding", "identity"),
+            ]
         )
         self._headers.update(dict(spec.headers))
         self._oauth = (
