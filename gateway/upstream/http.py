@@ -27,6 +27,10 @@ The answer, one table (`map_response`):
 | the deadline after the request went out  | TIMEOUT              | yes           | UNKNOWN     |
 | the connection lost after sending        | UPSTREAM_UNAVAILABLE | yes           | UNKNOWN     |
 
+Redirects (`max_redirects` > 0): same origin and below `base_path` only; 301/302/303 become a
+GET without body, followed only by a GET or a side-effect-free capability; 307/308 keep method
+and body, followed only for a side-effect-free or idempotent capability.
+
 "Went out" is known exactly: the HTTP client reports when it starts sending the request
 headers (httpcore's `trace` extension); before that nothing reached the upstream.
 """
@@ -88,6 +92,8 @@ T = TypeVar("T")
 logging.getLogger("httpx2").setLevel(logging.WARNING)
 _RETRYABLE: Final = frozenset({429, 503})
 _REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
+# Followed as a GET without body (301/302 by long client practice, 303 by definition).
+_REDIRECTS_TO_GET: Final = frozenset({301, 302, 303})
 _SEGMENT_RULE: Final = "must be a non-empty string or integer other than . and .."
 _QUERY_RULE: Final = "must be a string, number or boolean to be sent as a query parameter"
 # Metadata the gRPC path sends that HTTP carries as headers of the same names.
@@ -318,11 +324,32 @@ def _origin(url: httpx2.URL) -> tuple[str, str, int | None]:
     return (url.scheme, url.host, url.port)
 
 
+def _below(path: str, base_path: str) -> bool:
+    """Whether a (decoded) redirect path is `base_path` or below it, with no `.`/`..` segment
+    left (a `%2e%2e` the upstream would decode included)."""
+    if any(segment in (".", "..") for segment in path.split("/")):
+        return False
+    base = base_path.rstrip("/")
+    return not base or path == base or path.startswith(base + "/")
+
+
 class HttpCall:
     """The prepared call of one capability on a `kind: http` upstream."""
 
-    def __init__(self, client: httpx2.AsyncClient, upstream: Upstream, route: HttpRoute) -> None:
+    def __init__(
+        self,
+        client: httpx2.AsyncClient,
+        upstream: Upstream,
+        route: HttpRoute,
+        *,
+        effect_free: bool = False,
+        rerun_safe: bool = False,
+    ) -> None:
+        """`effect_free`: the capability's side effect is none or read; `rerun_safe`: that,
+        or it is declared idempotent. Both decide which redirects are followed."""
         spec = upstream.http or HttpUpstream()
+        self._effect_free = effect_free
+        self._rerun_safe = rerun_safe or effect_free
         self.full_method = f"{route.method} {spec.base_path}{route.template}"
         self.route = route
         self._client = client
@@ -381,17 +408,34 @@ class HttpCall:
                 )
             if hop == self._max_redirects:
                 break
-            target = url.join(location)
-            if _origin(target) != _origin(url):
-                reason = f"upstream {self._upstream}: redirect to another origin refused"
-                error = CapabilityError(Code.EXECUTION_FAILED, reason=reason)
-                raise answered(error, "HTTP redirect")
-            url = target
-            if status == 303:
+            url = self._redirect_target(url, location, status, method)
+            if status in _REDIRECTS_TO_GET:
                 method, body = "GET", None
                 headers.pop("content-type", None)
-        reason = f"upstream {self._upstream}: redirect not followed (max_redirects)"
-        raise answered(CapabilityError(Code.EXECUTION_FAILED, reason=reason), "HTTP redirect")
+        raise self._not_followed("redirect not followed (max_redirects)")
+
+    def _redirect_target(
+        self, url: httpx2.URL, location: str, status: int, method: str
+    ) -> httpx2.URL:
+        """Where a redirect may be followed, or the refusal (EXECUTION_FAILED, COMPLETED: the
+        upstream answered). 301/302/303 are followed as a GET without body: only by a GET or a
+        side-effect-free capability, never re-sending a write's body elsewhere; 307/308 keep
+        method and body: only for a side-effect-free or idempotent capability. The target must
+        be the same origin and below `base_path`, without dot segments."""
+        if status in _REDIRECTS_TO_GET and method != "GET" and not self._effect_free:
+            raise self._not_followed(f"HTTP {status} for a {method} with side effects")
+        if status not in _REDIRECTS_TO_GET and not self._rerun_safe:
+            raise self._not_followed(f"HTTP {status} for a capability that is not idempotent")
+        target = url.join(location)
+        if _origin(target) != _origin(url):
+            raise self._not_followed("redirect to another origin refused")
+        if not _below(target.path, self._base_path):
+            raise self._not_followed("redirect outside base_path refused")
+        return target
+
+    def _not_followed(self, why: str) -> CapabilityError:
+        reason = f"upstream {self._upstream}: {why}"
+        return answered(CapabilityError(Code.EXECUTION_FAILED, reason=reason), "HTTP redirect")
 
     def _build(
         self,
@@ -512,6 +556,20 @@ class HttpClients:
             await client.aclose()
 
 
-def http_call(clients: HttpClients, upstream: Upstream, route: HttpRoute) -> HttpCall:
-    """The prepared call of a capability on a `kind: http` upstream."""
-    return HttpCall(clients.client(upstream), upstream, route)
+def http_call(
+    clients: HttpClients,
+    upstream: Upstream,
+    route: HttpRoute,
+    *,
+    effect_free: bool = False,
+    rerun_safe: bool = False,
+) -> HttpCall:
+    """The prepared call of a capability on a `kind: http` upstream (`effect_free`,
+    `rerun_safe`: as `HttpCall`'s)."""
+    return HttpCall(
+        clients.client(upstream),
+        upstream,
+        route,
+        effect_free=effect_free,
+        rerun_safe=rerun_safe,
+    )

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.model import Capability
 from gateway.settings import Upstream
-from gateway.upstream.call import UpstreamCall
+from gateway.upstream.call import UpstreamCall, rerun_safe
 from gateway.upstream.errors import UpstreamConfigError
 from gateway.upstream.http import http_call
 from gateway.upstream.mcpcall import McpToolCall, load_tool, plain_schema, schema_problems
@@ -43,7 +43,13 @@ async def prepare_target(
     if upstream.kind == "http":
         if cap.http is None or cap.input_schema is None:
             raise UpstreamConfigError("an http upstream needs http and input_schema")
-        call = http_call(pool.http, upstream, cap.http)
+        call = http_call(
+            pool.http,
+            upstream,
+            cap.http,
+            effect_free=cap.side_effect in ("none", "read"),
+            rerun_safe=rerun_safe(cap),
+        )
         request = cap.map_input_schema if cap.map_input else None
         return Target(cap, cap.input_schema, call, call.full_method, request)
     if upstream.kind == "mcp" and cap.tool is not None:

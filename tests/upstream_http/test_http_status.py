@@ -135,17 +135,73 @@ async def test_same_origin_redirects_are_followed_up_to_the_limit(env: HttpEnv) 
         Answer(308, b"", [("location", f"http://{env.api.address}/final")]),
         _json(200, {"done": True}),
     )
-    result = await env.invoke("files.moved", {"a": 1})
+    result = await env.invoke("files.moved-idempotent", {"a": 1})
     assert result.WhichOneof("outcome") == "completed", result
     assert [(s.method, s.target, s.body) for s in env.api.seen] == [
-        ("POST", "/moved", b'{"a":1}'),
-        ("POST", "/step", b'{"a":1}'),
-        ("POST", "/final", b'{"a":1}'),
+        ("PUT", "/moved", b'{"a":1}'),
+        ("PUT", "/step", b'{"a":1}'),
+        ("PUT", "/final", b'{"a":1}'),
     ]
     env.api.reset(Answer(307, b"", [("location", "/again")]))
-    result = await env.invoke("files.moved", {})
+    result = await env.invoke("files.moved-idempotent", {})
     assert _code(result) == "ERROR_CODE_EXECUTION_FAILED", result
     assert len(env.api.seen) == 3  # the first request and max_redirects: 2
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+async def test_a_write_never_follows_a_redirect(env: HttpEnv, status: int) -> None:
+    """A POST of a write is never re-sent (301/302 used to re-POST the body to Location)."""
+    env.api.reset(Answer(status, b"", [("location", "/elsewhere")]), _json(200, {"ok": 1}))
+    result = await env.invoke("files.moved", {"a": 1})
+    assert _code(result) == "ERROR_CODE_EXECUTION_FAILED", result
+    assert result.execution_state == types_pb2.EXECUTION_STATE_COMPLETED
+    assert result.failed.message == GENERIC_MESSAGE
+    assert [(s.method, s.target) for s in env.api.seen] == [("POST", "/moved")]
+
+
+@pytest.mark.parametrize("status", [301, 302, 303])
+async def test_a_read_follows_301_302_303_as_a_get_without_body(env: HttpEnv, status: int) -> None:
+    env.api.reset(Answer(status, b"", [("location", "/found")]), _json(200, {"hits": 0}))
+    result = await env.invoke("files.search", {"q": "x"})
+    assert result.WhichOneof("outcome") == "completed", result
+    assert [(s.method, s.target, s.body, s.header("content-type")) for s in env.api.seen] == [
+        ("POST", "/search", b'{"q":"x"}', "application/json"),
+        ("GET", "/found", b"", None),
+    ]
+
+
+@pytest.mark.parametrize("status", [301, 302, 303])
+async def test_an_idempotent_write_does_not_follow_301_302_303(env: HttpEnv, status: int) -> None:
+    env.api.reset(Answer(status, b"", [("location", "/found")]), _json(200, {"ok": 1}))
+    result = await env.invoke("files.moved-idempotent", {"a": 1})
+    assert _code(result) == "ERROR_CODE_EXECUTION_FAILED", result
+    assert [(s.method, s.target) for s in env.api.seen] == [("PUT", "/moved")]
+
+
+@pytest.mark.parametrize(
+    ("location", "followed"),
+    [
+        ("/api/v1/there", True),
+        ("/api/v1", True),
+        ("there", True),  # relative: /api/v1/there
+        ("/api/v2/there", False),
+        ("/api/v1x/there", False),
+        ("/admin", False),
+        ("/api/v1/../../admin", False),
+        ("/api/v1/%2e%2e/admin", False),
+        ("/api/v1/%2E%2E/admin", False),
+    ],
+)
+async def test_a_redirect_outside_the_base_path_is_refused(
+    env: HttpEnv, location: str, followed: bool
+) -> None:
+    env.api.reset(Answer(302, b"", [("location", location)]), _json(200, {"ok": 1}))
+    result = await env.invoke("files.moved-below", {})
+    assert (result.WhichOneof("outcome") == "completed") is followed, result
+    assert len(env.api.seen) == (2 if followed else 1)
+    if not followed:
+        assert _code(result) == "ERROR_CODE_EXECUTION_FAILED", result
+        assert result.execution_state == types_pb2.EXECUTION_STATE_COMPLETED
 
 
 @pytest.mark.parametrize(
@@ -155,7 +211,7 @@ async def test_same_origin_redirects_are_followed_up_to_the_limit(env: HttpEnv) 
 async def test_a_redirect_to_another_origin_is_refused(env: HttpEnv, location: str) -> None:
     target = location.format(other=env.other.address, api=env.api.address, port=env.api.port)
     env.api.reset(Answer(302, b"", [("location", target)]))
-    result = await env.invoke("files.moved", {})
+    result = await env.invoke("files.search", {})
     assert _code(result) == "ERROR_CODE_EXECUTION_FAILED", result
     assert len(env.api.seen) == 1 and env.other.seen == []
 
