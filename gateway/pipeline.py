@@ -367,7 +367,11 @@ async def _failed(call: Call, rt: Runtime, err: CapabilityError) -> gateway_pb2.
 async def _record_failure(
     call: Call, rt: Runtime, err: CapabilityError, result: gateway_pb2.ExecutionResult
 ) -> bool:
-    """The approval given back (or not), then the outcome recorded; whether it was given back."""
+    """The approval given back (or not), then the outcome recorded; whether it was given back.
+    Budgets first: a forced spend is credited while this execution still holds the approval,
+    never once another Resume could count on it (docs/limits.md)."""
+    if call.limit_spent and call.state == types_pb2.EXECUTION_STATE_NOT_STARTED:
+        await _guarded("limits", call, give_back_limits(call, rt))
     released = await _give_back_approval(call, rt, err)
     await _record_outcome(call, rt, result)
     return released

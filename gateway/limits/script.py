@@ -14,8 +14,10 @@ per limit: kind (`r` rate, `b` budget), a, b, c, force:
   the window that started at the key's first spend and when that window ends (`reset_at`, on
   the gateway's clock; the key's TTL is the time left to it, at most the window). A call
   passes when spent + amount <= max. force = 1 (an approved call) lets it past once: the
-  marker key (expiring with the window) records that this approval's amount was counted, so
-  a repeated Resume of the same approval never counts it twice.
+  marker key (expiring with the window; its value is the window's end) records that this
+  approval's amount was counted in this window, so a repeated or concurrent Resume of the
+  same approval never counts it twice: it passes, spends nothing, and reports the window as
+  spent from (the amount is in `spent` already).
 
 All or nothing: the script first decides every limit, and writes only when every one passed.
 Reply: four strings per limit (Lua numbers would be truncated to integers): passed ('1' or
@@ -61,8 +63,10 @@ for i = 1, n do
     local state = redis.call('HMGET', key, 'spent', 'reset_at')
     local spent, reset_at = tonumber(state[1] or '0') or 0, tonumber(state[2] or '0') or 0
     if reset_at <= now then spent, reset_at = 0, now + c end
-    if force and redis.call('EXISTS', marker) == 1 then
-      put('1', b - spent, 0, 0)  -- this approval's amount was counted already
+    if force and redis.call('GET', marker) == num(reset_at) then
+      -- this approval's amount was counted already in this window: reported as spent (the
+      -- window), so a give-back by the execution that consumed the approval credits it
+      put('1', b - spent, 0, reset_at)
     elseif force or spent + a <= b then
       plans[i] = {'b', key, spent + a, reset_at, force and marker or false}
       put('1', b - spent - a, 0, reset_at)
@@ -81,25 +85,35 @@ if all_pass then
       local ttl = math.max(1, math.ceil(p[4] - now))
       redis.call('HSET', p[2], 'spent', num(p[3]), 'reset_at', num(p[4]))
       redis.call('PEXPIRE', p[2], ttl)
-      if p[5] then redis.call('SET', p[5], '1', 'PX', ttl) end
+      if p[5] then redis.call('SET', p[5], num(p[4]), 'PX', ttl) end
     end
   end
 end
 return out
 """
 
-# KEYS: the budget state keys to give back to; ARGV: then per key the amount and the window
-# end (`reset_at`) it was spent in. Only that same window is credited (a window that ended
-# since has nothing of it), never below zero.
+# KEYS: two per budget given back: its state key, then the approval marker key of a forced
+# spend (a placeholder of the same hash tag otherwise). ARGV: per budget the amount, the window
+# end (`reset_at`) it was spent in, and whether it was forced ('1'). Only that same window is
+# credited (a window that ended since has nothing of it), never below zero. A forced spend is
+# credited only by deleting its marker (still of that window), in this same script: at most
+# one give-back per counted approval, and the next Resume spends the amount again.
 GIVE_BACK: Final = """
-for i = 1, #KEYS do
-  local amount, window = tonumber(ARGV[2 * i - 1]), ARGV[2 * i]
-  local f = redis.call('HMGET', KEYS[i], 'spent', 'reset_at')
-  if f[1] and f[2] == window then
+local n = #KEYS / 2
+for i = 1, n do
+  local key, marker = KEYS[2 * i - 1], KEYS[2 * i]
+  local amount, window, forced = tonumber(ARGV[3 * i - 2]), ARGV[3 * i - 1], ARGV[3 * i] == '1'
+  local credit = true
+  if forced then
+    credit = redis.call('GET', marker) == window
+    if credit then redis.call('DEL', marker) end
+  end
+  local f = redis.call('HMGET', key, 'spent', 'reset_at')
+  if credit and f[1] and f[2] == window then
     local left = tonumber(f[1]) - amount
     if left < 0 then left = 0 end
-    redis.call('HSET', KEYS[i], 'spent', string.format('%.17g', left))
+    redis.call('HSET', key, 'spent', string.format('%.17g', left))
   end
 end
-return #KEYS
+return n
 """

@@ -53,6 +53,7 @@ class Spent:
     key: str
     amount: float
     window: bytes
+    marker: str = ""  # a forced spend (an approval let it past): its approval marker key
 
 
 class RedisLimiter:
@@ -77,7 +78,7 @@ class RedisLimiter:
         args: list[Any] = [repr(math.floor(now * 1000.0))]
         for charge in charges:
             state = self.key(charge.spec, charge.key)
-            keys += [state, f"{state}:apr:{charge.approval_id or '-'}"]
+            keys += [state, _marker(state, charge.approval_id)]
             args += _args(charge)
         with mapped_errors():
             reply: list[Any] = await self._script(keys=keys, args=args)
@@ -90,21 +91,33 @@ class RedisLimiter:
         return verdicts
 
     def spent(self, charges: Sequence[Charge], verdicts: Sequence[Verdict]) -> tuple[Spent, ...]:
-        """The budget amounts a passed check spent (rates count attempts: never given back)."""
-        return tuple(
-            Spent(self.key(c.spec, c.key), c.amount, v.window)
-            for c, v in zip(charges, verdicts, strict=True)
-            if c.spec.budget is not None and v.window != b"0" and c.amount > 0
-        )
+        """The budget amounts a passed check spent (rates count attempts: never given back).
+        A forced charge is reported whether this check spent it or found its approval's amount
+        counted already (the marker): the give-back of either credits it at most once."""
+        out = []
+        for c, v in zip(charges, verdicts, strict=True):
+            if c.spec.budget is None or v.window == b"0" or c.amount <= 0:
+                continue
+            state = self.key(c.spec, c.key)
+            marker = _marker(state, c.approval_id) if c.approval_id else ""
+            out.append(Spent(state, c.amount, v.window, marker))
+        return tuple(out)
 
     async def give_back(self, spent: Sequence[Spent]) -> None:
         """Credit budgets a call spent from when its upstream was never called (one round
-        trip; only the window it was spent in). Raises `RedisUnavailable`."""
+        trip; only the window it was spent in; a forced spend only while its approval marker
+        is there, deleting it). Raises `RedisUnavailable`."""
+        keys: list[str] = []
         args: list[Any] = []
         for item in spent:
-            args += [repr(item.amount), item.window]
+            keys += [item.key, item.marker or _marker(item.key, "")]
+            args += [repr(item.amount), item.window, "1" if item.marker else "0"]
         with mapped_errors():
-            await self._give_back(keys=[s.key for s in spent], args=args)
+            await self._give_back(keys=keys, args=args)
+
+
+def _marker(state: str, approval_id: str) -> str:
+    return f"{state}:apr:{approval_id or '-'}"
 
 
 def _args(charge: Charge) -> list[str]:

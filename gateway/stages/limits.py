@@ -105,8 +105,16 @@ async def give_back(call: Call, rt: Runtime) -> None:
     """The runner, when a call ends without its upstream called (NOT_STARTED: refused by an
     execution-phase policy, an idempotent repeat, no upstream reachable, ...): what it spent
     from budgets is credited back. Best effort: the runner logs and counts a failure
-    (`capgate.outcome.record_failures{what="limits"}`) and the amount stays spent."""
+    (`capgate.outcome.record_failures{what="limits"}`) and the amount stays spent.
+
+    A budget an approval let past is given back only by the execution that consumed that
+    approval (before it is released, so no other Resume runs on the count meanwhile): a
+    Resume that lost the consume to a concurrent one, or never reached it, leaves the amount
+    counted for whichever execution holds the approval."""
     spent, call.limit_spent = call.limit_spent, ()
+    record = call.approval
+    consumed = record is not None and record.status == "consumed"
+    spent = tuple(s for s in spent if consumed or not s.marker)
     if spent and rt.limiter is not None:
         await rt.limiter.give_back(spent)
 
