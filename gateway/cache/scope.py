@@ -1,10 +1,13 @@
-"""Who shares a capability's cache entries (docs/cache.md): `actor` (the caller's issuer and
-id), `shared` (every caller), or a CEL key expression over `actor`, `capability`, `request` and
-`surface` (e.g. `actor.attributes.tenant`), type-checked at load to a string or an integer and
-compiled once. It cannot read `input`: the validated input is in every key already."""
+"""Who shares a capability's cache entries (docs/cache.md): `actor` (the caller's issuer, id,
+kind, roles, attributes and on_behalf_of, canonically hashed), `shared` (every caller), or a
+CEL key expression over `actor`, `capability`, `request` and `surface` (e.g.
+`actor.attributes.tenant`), type-checked at load to a string or an integer and compiled once.
+It cannot read `input`: the validated input is in every key already."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -18,6 +21,27 @@ __all__ = ["ScopeKey", "ScopeKeyError"]
 
 _VARIABLES: Final = ("actor", "capability", "request")
 _KINDS: Final = (cel.Type.STRING, cel.Type.INT, cel.Type.UINT, cel.Type.DYN)
+
+
+def actor_scope(actor: Actor) -> str:
+    """The `actor` scope's value: the identity (issuer, id) and everything else of the actor a
+    mapped request or a policy may read (roles, attributes, on_behalf_of), canonically hashed:
+    two credentials of one subject with different attributes never share an entry."""
+    canonical = json.dumps(
+        [
+            actor.issuer,
+            actor.id,
+            actor.kind,
+            sorted(actor.roles),
+            actor.attributes,
+            actor.on_behalf_of,
+        ],
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        default=str,
+    )
+    return "actor:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
 class ScopeKeyError(ValueError):
@@ -58,7 +82,7 @@ class ScopeKey:
         if self.kind == "shared":
             return ""
         if self.kind == "actor":
-            return f"{len(actor.issuer)}:{actor.issuer}{actor.id}"  # unambiguous (issuer, id)
+            return actor_scope(actor)
         assert bindings is not None
         activation = self._env.Activation(call_variables(bindings, (*_VARIABLES, "surface")))
         try:
