@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -17,10 +18,25 @@ from gateway.model import Actor, CacheSpec
 from policy.backends.celexpr import call_variables
 from policy.schematypes import CONTEXT_TYPES, TypeBuilder
 
-__all__ = ["ScopeKey", "ScopeKeyError"]
+__all__ = ["ScopeKey", "ScopeKeyError", "actor_scope", "reads_actor"]
 
 _VARIABLES: Final = ("actor", "capability", "request")
 _KINDS: Final = (cel.Type.STRING, cel.Type.INT, cel.Type.UINT, cel.Type.DYN)
+
+
+# A string literal (triple, single or double quoted; a raw or bytes prefix stays outside and
+# is harmless): left out before looking for `actor`, so a literal holding the word is no read.
+_LITERAL: Final = re.compile(
+    r"'''.*?'''" r'|""".*?"""' r"|'(?:\\.|[^'\\])*'" r'|"(?:\\.|[^"\\])*"',
+    re.S,
+)
+_ACTOR: Final = re.compile(r"(?<![\w.])actor(?!\w)")
+
+
+def reads_actor(expression: str) -> bool:
+    """Whether a CEL text names the `actor` variable (outside string literals; a field named
+    `actor`, as in `input.actor`, is not the variable). Conservative: any mention counts."""
+    return _ACTOR.search(_LITERAL.sub("''", expression)) is not None
 
 
 def actor_scope(actor: Actor) -> str:

@@ -16,6 +16,7 @@ import fastjsonschema
 from google.protobuf import descriptor_pb2
 from google.protobuf.message import DecodeError
 
+from gateway.cache.scope import reads_actor
 from gateway.config.context import Ctx, check_port, items, mapping, plain, seconds_of, text
 from gateway.config.kinds import check_http_capability, check_http_upstream
 from gateway.config.problems import PathParts
@@ -152,6 +153,14 @@ def _check_cache_and_mapper(ctx: Ctx, cap: LDict, parts: PathParts, upstreams: L
         ctx.fail(
             (*parts, "cache"),
             f"only capabilities with side_effect none or read are cached, not {effect}",
+        )
+    mapper = cap.get("map_input")
+    shared = mapping(cap.get("cache")).get("scope") == "shared"
+    if shared and isinstance(mapper, str) and reads_actor(mapper):  # the request is per caller
+        ctx.fail(
+            (*parts, "cache", "scope"),
+            "a shared cache cannot serve a map_input that reads actor: use scope actor "
+            "or a key that covers what the mapping reads",
         )
     kind = text(mapping(upstreams.get(text(cap, "upstream"))), "kind", "grpc")
     if "map_input_schema" in cap:

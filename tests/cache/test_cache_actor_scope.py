@@ -4,11 +4,14 @@ on_behalf_of never share an entry. Real gateway, real Redis, real upstream."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import orjson
 import pytest
 
-from gateway.cache.scope import actor_scope
+from gateway.cache.scope import actor_scope, reads_actor
 from gateway.model import Actor
+from tests.cache.test_cache_config import _config, _problems
 from tests.cache.test_cache_flow import invoke, output
 from tests.gateway.harness import Env
 
@@ -65,3 +68,41 @@ def _fields(actor: Actor) -> dict[str, object]:
         "attributes": actor.attributes,
         "on_behalf_of": actor.on_behalf_of,
     }
+
+
+async def test_a_shared_cache_over_a_mapper_that_reads_actor_is_refused_at_its_line(
+    tmp_path: Path,
+) -> None:
+    # orders.mine builds customer_id from actor.attributes.customer: shared would hand one
+    # customer's orders to another.
+    old = "    cache: {ttl: 1m}\n  - id: orders.list"
+    path = _config(tmp_path, old, "    cache: {ttl: 1m, scope: shared}\n  - id: orders.list")
+    (problem,) = await _problems(path)
+    line = _mine_cache_line(path)
+    assert problem == (
+        f"{path}:{line}: capabilities[5].cache.scope: a shared cache cannot serve a map_input "
+        "that reads actor: use scope actor or a key that covers what the mapping reads"
+    ), problem
+
+
+def _mine_cache_line(path: Path) -> int:
+    lines = path.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if "id: orders.mine" in line)
+    return next(
+        i for i, line in enumerate(lines[start:], start=start + 1) if "scope: shared" in line
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "reads"),
+    [
+        ("Request{customer_id: actor.attributes.customer}", True),
+        ("Request{customer_id: 'x' + (actor).id}", True),
+        ("Request{customer_id: input.actor}", False),
+        ("Request{customer_id: 'actor'}", False),
+        ('Request{customer_id: "it\\"s the actor"}', False),
+        ("Request{customer_id: actor_id}", False),
+    ],
+)
+def test_reads_actor_sees_the_variable_not_literals_or_fields(text: str, reads: bool) -> None:
+    assert reads_actor(text) is reads
