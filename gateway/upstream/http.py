@@ -20,6 +20,7 @@ The answer, one table (`map_response`):
 | 2xx, strict JSON (empty body: null)      | (the output)         |               | COMPLETED   |
 | 2xx, not strict JSON / over the limit    | OUTPUT_INVALID       | no            | COMPLETED   |
 | a status listed in `contract_errors`     | EXECUTION_FAILED     | its message   | COMPLETED   |
+| 401 / 403 (not in `contract_errors`)     | UNAUTHENTICATED / FORBIDDEN | yes    | COMPLETED   |
 | 429, 503 (retryable; `Retry-After` kept) | UPSTREAM_UNAVAILABLE | yes           | COMPLETED   |
 | a redirect not followed, any other status| EXECUTION_FAILED     | no (SI-9)     | COMPLETED   |
 | no connection made (refused, DNS, TLS)   | UPSTREAM_UNAVAILABLE | yes           | NOT_STARTED |
@@ -66,6 +67,7 @@ from gateway.upstream.state import (
 )
 
 __all__ = [
+    "AUTH_STATUSES",
     "MAX_PUBLIC_MESSAGE",
     "USER_AGENT",
     "HttpCall",
@@ -91,6 +93,9 @@ T = TypeVar("T")
 # and query): never in logs (§12). Its warnings and errors are kept.
 logging.getLogger("httpx2").setLevel(logging.WARNING)
 _RETRYABLE: Final = frozenset({429, 503})
+# The upstream refused capgate's credentials, like gRPC's UNAUTHENTICATED/PERMISSION_DENIED
+# (docs/upstreams.md section 5): the table's message, COMPLETED (the upstream answered).
+AUTH_STATUSES: Final = {401: Code.UNAUTHENTICATED, 403: Code.FORBIDDEN}
 _REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
 # Followed as a GET without body (301/302 by long client practice, 303 by definition).
 _REDIRECTS_TO_GET: Final = frozenset({301, 302, 303})
@@ -245,6 +250,8 @@ def map_response(
         )
         error.details["contract_reason"] = f"http_{status}"
         raise answered(error, tag)
+    if status in AUTH_STATUSES:
+        raise answered(CapabilityError(AUTH_STATUSES[status], reason=reason), tag)
     if status in _RETRYABLE:
         error = CapabilityError(Code.UPSTREAM_UNAVAILABLE, reason=reason)
         after = _retry_after(headers)

@@ -9,7 +9,9 @@
   it. A `404` for the session means the server forgot it (the request was not processed), so
   the client makes a new session and sends the request again, once.
 - Credentials: the upstream's static `headers`, and with `oauth` an access token from its token
-  endpoint (client credentials, gateway/upstream/oauth.py) as `Authorization: Bearer`.
+  endpoint (client credentials, gateway/upstream/oauth.py) as `Authorization: Bearer`. A `401`
+  (not processed) drops that token and the request goes once more with a new one; 401/403
+  are UNAUTHENTICATED/FORBIDDEN, as in `gateway.upstream.http`.
 - `protocol: auto` sends `server/discover` in the stateless era first and keeps that era when
   the server lists `2026-07-28`; anything else falls back to `initialize`.
 
@@ -34,6 +36,7 @@ from gateway.errors import CapabilityError, Code
 from gateway.jsonvalue import parse_strict
 from gateway.settings import Upstream
 from gateway.upstream.http import (
+    AUTH_STATUSES,
     USER_AGENT,
     SentTracker,
     answered,
@@ -42,7 +45,7 @@ from gateway.upstream.http import (
 )
 from gateway.upstream.mcpspec import HANDSHAKE_VERSIONS, STATELESS_VERSION, McpUpstream
 from gateway.upstream.oauth import TokenSource
-from gateway.upstream.state import ExecutionState, with_state
+from gateway.upstream.state import UPSTREAM_STATUS_KEY, ExecutionState, with_state
 
 __all__ = ["CLIENT_INFO", "McpClient", "McpProtocolError"]
 
@@ -206,6 +209,11 @@ class McpClient:
         params = {"protocolVersion": offered, "capabilities": {}, "clientInfo": CLIENT_INFO}
         message = self._message("initialize", params, stateless=False)
         status, headers, body = await self._post(message, httpx2.Headers(), SentTracker())
+        if status in AUTH_STATUSES:  # the caller's request never went out: NOT_STARTED
+            reason = f"upstream {self.upstream}: initialize answered HTTP {status}"
+            error = CapabilityError(AUTH_STATUSES[status], reason=reason)
+            error.details[UPSTREAM_STATUS_KEY] = f"HTTP {status}"
+            raise with_state(error, ExecutionState.NOT_STARTED)
         if status != 200:
             raise self._unavailable(f"initialize answered HTTP {status}")
         result = _result_of(body, message["id"], self)
@@ -227,6 +235,9 @@ class McpClient:
         status, _, body = await self._post(message, headers, sent)
         if status == 404 and not stateless and self._session_id is not None:
             raise _SessionGone
+        if status in AUTH_STATUSES:
+            reason = f"upstream {self.upstream}: {method} answered HTTP {status}"
+            raise answered(CapabilityError(AUTH_STATUSES[status], reason=reason), f"HTTP {status}")
         if status in _RETRYABLE:
             error = CapabilityError(
                 Code.UPSTREAM_UNAVAILABLE, reason=f"upstream {self.upstream}: HTTP {status}"
@@ -268,13 +279,28 @@ class McpClient:
         all_headers = self._headers.copy()
         all_headers.update(headers)
         all_headers["content-type"] = "application/json"
-        if self._oauth is not None:  # raises NOT_STARTED when no token can be had
-            all_headers["authorization"] = f"Bearer {await self._oauth.token()}"
+        if self._oauth is None:
+            return await self._send(message, all_headers, sent)
+        # A 401 means the request was not processed: the cached token is dropped and the
+        # request sent once more with a fresh one (raises NOT_STARTED when none can be had).
+        for attempt in range(2):
+            bearer = await self._oauth.token()
+            all_headers["authorization"] = f"Bearer {bearer}"
+            answer = await self._send(message, all_headers, sent)
+            if answer[0] != 401 or attempt == 1:
+                return answer
+            self._oauth.invalidate(bearer)
+            sent.sent = sent.headers_written = False  # the refused request did nothing
+        raise AssertionError("unreachable")
+
+    async def _send(
+        self, message: Mapping[str, Any], headers: httpx2.Headers, sent: SentTracker
+    ) -> tuple[int, httpx2.Headers, bytes]:
         with transport_errors(self.upstream, sent):
             request = self._client.build_request(
                 "POST",
                 self._url,
-                headers=all_headers,
+                headers=headers,
                 content=orjson.dumps(message),
                 extensions={"trace": sent},
             )

@@ -3,8 +3,10 @@ sends as `Authorization: Bearer` to a `kind: mcp` upstream (docs/upstreams.md se
 
 The token endpoint, client id and secret are config (the secret via `{{ env.X }}`); nothing
 from a caller reaches the token request. The client authenticates with HTTP Basic (RFC 6749
-§2.3.1). A token is reused until `expires_in` minus a margin has passed on the injected
-monotonic clock (no `expires_in`: one hour), and one fetch at a time runs per upstream. The
+§2.3.1). A token is reused until `expires_in` minus a margin (at least half its lifetime) has
+passed on the injected monotonic clock (no `expires_in`: one hour; a numeric string is read as
+a number), and one fetch at a time runs per upstream. A token the upstream answers 401 to is
+dropped (`invalidate`), and the MCP client sends that request once more with a new one. The
 token endpoint is verified against the system trust store (plus the upstream's `ca_file`); an
 `http://` endpoint is accepted on loopback only (the config check says so).
 """
@@ -12,6 +14,7 @@ token endpoint is verified against the system trust store (plus the upstream's `
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 import time
 from collections.abc import Callable
@@ -24,11 +27,27 @@ from gateway.errors import CapabilityError, Code
 from gateway.upstream.mcpspec import OAuthClient
 from gateway.upstream.state import ExecutionState, with_state
 
-__all__ = ["MARGIN_S", "TokenSource"]
+__all__ = ["MARGIN_S", "TokenSource", "renew_after"]
 
 MARGIN_S: Final = 30.0  # a token is renewed this long before it expires
 _DEFAULT_LIFETIME_S: Final = 3600.0
 _MAX_ANSWER: Final = 65536
+_MAX_LIFETIME_S: Final = 86400.0
+_DIGITS: Final = re.compile(r"[0-9]{1,9}(?:\.[0-9]{1,6})?")
+
+
+def renew_after(expires_in: object) -> float:
+    """Seconds after the fetch started when a token of this `expires_in` (a JSON number, or a
+    string of digits as some servers send; else one hour; at most a day) is fetched again:
+    `MARGIN_S` before it expires, but never before half its lifetime, so a short-lived token
+    is not fetched again on every call."""
+    lifetime = _DEFAULT_LIFETIME_S
+    if isinstance(expires_in, (int, float)) and not isinstance(expires_in, bool):
+        lifetime = float(expires_in)
+    elif isinstance(expires_in, str) and _DIGITS.fullmatch(expires_in.strip()):
+        lifetime = float(expires_in.strip())
+    lifetime = min(max(lifetime, 0.0), _MAX_LIFETIME_S)  # NaN/inf cannot come from orjson
+    return max(lifetime - MARGIN_S, lifetime / 2)
 
 
 class TokenSource:
@@ -92,9 +111,12 @@ class TokenSource:
         token = body.get("access_token") if isinstance(body, dict) else None
         if not isinstance(token, str) or not token or not token.isascii() or "\n" in token:
             raise self._failed("token endpoint answer has no usable access_token")
-        lifetime = body.get("expires_in")
-        seconds = float(lifetime) if isinstance(lifetime, (int, float)) else _DEFAULT_LIFETIME_S
-        return token, started + seconds - MARGIN_S
+        return token, started + renew_after(body.get("expires_in"))
+
+    def invalidate(self, token: str) -> None:
+        """Forget `token` (the upstream answered 401 to it); a newer one is kept."""
+        if self._token is not None and self._token[0] == token:
+            self._token = None
 
     def _failed(self, what: str) -> CapabilityError:
         # The secret and the token never appear in the reason (§12).

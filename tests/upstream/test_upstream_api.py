@@ -63,6 +63,7 @@ PUBLIC = {
     ],
     "transcode": ["MessageCodec"],
     "http": [
+        "AUTH_STATUSES",
         "MAX_PUBLIC_MESSAGE",
         "USER_AGENT",
         "HttpCall",
@@ -89,7 +90,7 @@ PUBLIC = {
         "OAuthClient",
         "Protocol",
     ],
-    "oauth": ["MARGIN_S", "TokenSource"],
+    "oauth": ["MARGIN_S", "TokenSource", "renew_after"],
     "mcpclient": ["CLIENT_INFO", "McpClient", "McpProtocolError"],
     "mcpcall": [
         "UNSUPPORTED_KEYWORDS",

@@ -50,7 +50,30 @@ async def test_a_contract_error_of_a_text_body(env: HttpEnv) -> None:
     assert result.failed.expose_to_model
 
 
-@pytest.mark.parametrize("status", [400, 401, 403, 404, 500, 502])
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [(401, "ERROR_CODE_UNAUTHENTICATED"), (403, "ERROR_CODE_FORBIDDEN")],
+)
+async def test_a_refused_credential_maps_like_grpc(env: HttpEnv, status: int, code: str) -> None:
+    """401/403 are UNAUTHENTICATED/FORBIDDEN with the table's message (as gRPC's
+    UNAUTHENTICATED/PERMISSION_DENIED), COMPLETED; never retried, even for a read."""
+    env.api.reset(_json(status, {"message": "secret internals at /srv/x"}), _json(200, {}))
+    result = await env.invoke("files.read", READ)
+    assert _code(result) == code, result
+    assert "secret" not in result.failed.message
+    assert result.execution_state == types_pb2.EXECUTION_STATE_COMPLETED
+    assert len(env.api.seen) == 1
+
+
+async def test_a_declared_403_stays_a_contract_error(env: HttpEnv) -> None:
+    env.api.reset(_json(403, {"message": "Folder is archived"}))
+    result = await env.invoke("files.guarded", {})
+    assert _code(result) == "ERROR_CODE_EXECUTION_FAILED", result
+    assert result.failed.message == "Folder is archived"
+    assert result.failed.expose_to_model
+
+
+@pytest.mark.parametrize("status", [400, 404, 500, 502])
 async def test_other_failures_are_not_exposed(env: HttpEnv, status: int) -> None:
     env.api.reset(_json(status, {"message": "secret internals at /srv/x"}))
     result = await env.invoke("files.write", WRITE)  # declares only 409 and 422

@@ -22,6 +22,7 @@ from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
 from gateway.redis_server import RedisProcess
 from gateway.serve import start
+from gateway.upstream.oauth import renew_after
 from tests.gateway.conftest import gateway_environ
 from tests.gateway.harness import token
 from tests.upstream_http.httpserver import Answer, HttpServer, Seen
@@ -66,9 +67,18 @@ redis:
 """
 
 
-@pytest.mark.parametrize(("expires_in", "fetches"), [(3600, 1), (0, 3)])
+@pytest.mark.parametrize(
+    ("expires_in", "fetches"),
+    [
+        (3600, 1),
+        (0, 3),
+        ("0", 3),  # a numeric string is read as the number (was: one hour)
+        (20, 1),  # renewed after half its life, not on every call (was: 30 s before it)
+        ("20", 1),
+    ],
+)
 async def test_the_token_is_fetched_sent_and_reused_until_it_expires(
-    redis_server: RedisProcess, expires_in: int, fetches: int
+    redis_server: RedisProcess, expires_in: int | str, fetches: int
 ) -> None:
     numbers = itertools.count(1)
     tokens = HttpServer()
@@ -105,7 +115,7 @@ async def test_the_token_is_fetched_sent_and_reused_until_it_expires(
                 )
             tokens.handler = lambda seen: Answer(401, b'{"error": "invalid_client"}')
             refused = None
-            if expires_in == 0:  # the next call needs a new token, and gets none
+            if float(expires_in) == 0:  # the next call needs a new token, and gets none
                 desk.calls.clear()
                 refused = await stub.Invoke(
                     gateway_pb2.InvokeRequest(
@@ -142,3 +152,25 @@ async def test_the_token_is_fetched_sent_and_reused_until_it_expires(
         assert refused.execution_state == types_pb2.EXECUTION_STATE_NOT_STARTED
         assert desk.calls["search_tickets"] == 0
     assert all("s3cret" not in v for h in desk.headers for v in h.values())
+
+
+@pytest.mark.parametrize(
+    ("expires_in", "after"),
+    [
+        (3600, 3570.0),
+        ("3600", 3570.0),
+        (" 90 ", 60.0),
+        (60, 30.0),
+        (20, 10.0),
+        (1, 0.5),
+        (0, 0.0),
+        (-5, 0.0),
+        (10**12, 86370.0),  # at most a day
+        (None, 3570.0),  # absent: one hour
+        (True, 3570.0),  # not a number
+        ("soon", 3570.0),
+        ("1e9", 3570.0),
+    ],
+)
+def test_renewal_is_clamped(expires_in: object, after: float) -> None:
+    assert renew_after(expires_in) == after
