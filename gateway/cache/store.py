@@ -32,6 +32,7 @@ from typing import Any, Final, Literal
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from redis.exceptions import RedisError
 
 from gateway.redisconn import RedisClient, RedisUnavailable, mapped_errors
 from gateway.telemetry import metrics
@@ -47,7 +48,8 @@ _NONCE: Final = 12
 _STORE: Final = """
 local ttl = tonumber(ARGV[2])
 local now = tonumber(ARGV[3])
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
+local kind = redis.call('TYPE', KEYS[2])['ok']
+if kind ~= 'zset' and kind ~= 'none' then return -1 end  -- not our index: nothing is stored
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 redis.call('ZADD', KEYS[2], now + ttl, KEYS[1])
 local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[4])
@@ -60,6 +62,7 @@ if over > 0 then
   end
 end
 if redis.call('PTTL', KEYS[2]) < ttl then redis.call('PEXPIRE', KEYS[2], ttl) end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)  -- last: an entry is never outside the index
 return evicted
 """
 
@@ -79,6 +82,12 @@ Lookup = Literal["hit", "miss", "unavailable", "unopened"]
 class Found:
     result: Lookup
     value: bytes | None = None
+
+
+def _refused(what: str, capability_id: str, exc: Exception) -> None:
+    """Redis refused a cache command: logged by exception type only (a reply may quote a key
+    or a value), and the call goes on as on a Redis outage."""
+    log.warning("cache %s of %s refused by Redis (%s)", what, capability_id, type(exc).__name__)
 
 
 def _discard(task: asyncio.Future[Any]) -> None:
@@ -137,6 +146,9 @@ class ResultCache:
         except (RedisUnavailable, TimeoutError) as exc:
             log.debug("cache lookup of %s uncached: %s", capability_id, type(exc).__name__)
             return Found("unavailable")
+        except RedisError as exc:  # a refusal (WRONGTYPE, NOPERM, ...): a miss all the same
+            _refused("lookup", capability_id, exc)
+            return Found("unavailable")
         if not isinstance(sealed, bytes):
             return Found("miss")
         value = self._open(key, sealed)
@@ -159,6 +171,14 @@ class ResultCache:
             )
         except (RedisUnavailable, TimeoutError) as exc:
             log.debug("cache store of %s skipped: %s", capability_id, type(exc).__name__)
+            return False
+        except RedisError as exc:  # a refusal (WRONGTYPE, NOPERM, BUSY, a script error)
+            _refused("store", capability_id, exc)
+            return False
+        if evicted == -1:  # the index key holds something else: the script stored nothing
+            log.warning(
+                "cache store of %s skipped: its index key is not a sorted set", capability_id
+            )
             return False
         if isinstance(evicted, int) and evicted > 0:
             metrics.cache_evictions.add((capability_id,), float(evicted))
