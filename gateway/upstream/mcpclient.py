@@ -316,7 +316,11 @@ class McpClient:
         Every byte read counts against `max_response_bytes`, a line without its end too."""
         event_stream = response.headers.get("content-type", "").split(";", 1)[0].strip()
         size = 0
-        buffered = b""
+        # Linear in the answer however it is chunked: bytes are appended in place, and the
+        # search for the next line end starts where the last one stopped.
+        buffered = bytearray()
+        start = 0  # where the current (unfinished) line begins
+        scanned = 0  # no line end in buffered[start:scanned]
         data: list[bytes] = []
         async for chunk in response.aiter_raw():
             size += len(chunk)
@@ -325,19 +329,24 @@ class McpClient:
             buffered += chunk
             if event_stream != "text/event-stream":
                 continue
-            *lines, buffered = buffered.split(b"\n")
-            for raw in lines:
-                line = raw.removesuffix(b"\r")
+            while (end := buffered.find(b"\n", scanned)) != -1:
+                line = bytes(buffered[start:end]).removesuffix(b"\r")
+                start = scanned = end + 1
                 if line.startswith(b"data:"):
                     data.append(line[5:].removeprefix(b" "))
                 elif not line and data:
                     event, data = b"\n".join(data), []
                     if self._answers(event, request_id):
                         return event
+            scanned = len(buffered)
+            if start:
+                del buffered[:start]  # only the unfinished line stays
+                scanned -= start
+                start = 0
         if event_stream != "text/event-stream":
-            return buffered
+            return bytes(buffered)
         if buffered.startswith(b"data:"):
-            data.append(buffered[5:].removeprefix(b" "))
+            data.append(bytes(buffered[5:]).removeprefix(b" "))
         if data and self._answers(b"\n".join(data), request_id):
             return b"\n".join(data)
         return b""

@@ -30,6 +30,7 @@ class Answer:
         default_factory=lambda: [("content-type", "application/json")]
     )
     hang: bool = False  # never answer (the connection stays open)
+    chunk: int = 0  # when set, the body goes out in writes of this many bytes, each drained
 
 
 Handler = Callable[[Seen], Answer]
@@ -94,7 +95,13 @@ class HttpServer:
                     return
                 head = [f"HTTP/1.1 {answer.status} X", f"content-length: {len(answer.body)}"]
                 head += [f"{k}: {v}" for k, v in answer.headers]
-                writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + answer.body)
+                writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+                step = answer.chunk or len(answer.body) or 1
+                for at in range(0, len(answer.body), step):
+                    writer.write(answer.body[at : at + step])
+                    await writer.drain()
+                    if answer.chunk:
+                        await asyncio.sleep(0)  # let each piece go out on its own
                 await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError, ValueError):
             return
