@@ -164,7 +164,7 @@ class McpClient:
         except _SessionGone:
             try:
                 async with self._lock:
-                    self._session_id = None
+                    self.era, self._session_id = None, None  # others wait for the new one
                     await self._handshake()
             except CapabilityError as err:
                 raise with_state(err, ExecutionState.NOT_STARTED) from None
@@ -178,10 +178,13 @@ class McpClient:
                 ) from None
 
     async def _ready(self) -> None:
-        if self.era == "stateless" or self._session_id is not None:
+        """The era is known once: `server/discover` or the handshake runs again only when
+        none succeeded yet, or the server forgot its session (a server that issues no
+        `Mcp-Session-Id` keeps the one handshake)."""
+        if self.era is not None:
             return
         async with self._lock:
-            if self.era == "stateless" or self._session_id is not None:
+            if self.era is not None:
                 return
             if self._protocol == STATELESS_VERSION or (
                 self._protocol == "auto" and await self._discover()
@@ -220,10 +223,10 @@ class McpClient:
         version = result.get("protocolVersion")
         if version not in HANDSHAKE_VERSIONS:
             raise self._unavailable("initialize negotiated a version capgate does not speak")
-        self.era, self.version = "handshake", str(version)
-        self._session_id = headers.get("mcp-session-id")
+        self.version, self._session_id = str(version), headers.get("mcp-session-id")
         note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         await self._post(note, self._session_headers(), SentTracker())
+        self.era = "handshake"  # last: until now, every other call waits on the lock
 
     async def _request(
         self, method: str, params: dict[str, Any], sent: SentTracker, extra: Mapping[str, str]
