@@ -2,8 +2,11 @@
 
 Key layout (docs/limits.md; ADR 0022):
 
-    <prefix>:{lim}:<limit>:<sha256(key value)[:32]>               the state (TAT or spent)
-    <prefix>:{lim}:<limit>:<sha256(key value)[:32]>:apr:<id>      an approval counted (budgets)
+    <prefix>:{lim}:<limit>:<shape>:<sha256(key value)[:32]>           the state (TAT or spent)
+    <prefix>:{lim}:<limit>:<shape>:<sha256(key value)[:32]>:apr:<id>  an approval counted
+
+`<shape>` is the kind and a digest of the parameters the state means something under
+(`shape()`): a reload that turns a budget into a rate, or changes a window, starts fresh keys.
 
 Every key shares the `{lim}` hash tag: the limits of one call are different keys (a per-actor
 rate, a per-tenant budget, ...) that must be read and written in ONE atomic script, and the
@@ -14,17 +17,22 @@ values are hashed, so actor ids and tenants never appear in key names.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from gateway.limits.model import LimitSpec
 from gateway.limits.script import CHECK_AND_SPEND, GIVE_BACK
-from gateway.redisconn import RedisClient, mapped_errors
+from gateway.redisconn import RedisClient, RedisUnavailable, mapped_errors
 
 TAG = "{lim}"
+log = logging.getLogger("capgate.limits")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +77,7 @@ class RedisLimiter:
 
     def key(self, spec: LimitSpec, value: str) -> str:
         digest = hashlib.sha256(value.encode()).hexdigest()[:32]
-        return f"{self._prefix}:{TAG}:{spec.name}:{digest}"
+        return f"{self._prefix}:{TAG}:{spec.name}:{shape(spec)}:{digest}"
 
     async def check(self, charges: Sequence[Charge], *, now: float) -> list[Verdict]:
         """One verdict per charge; every charge was spent when every verdict passed, none
@@ -80,7 +88,7 @@ class RedisLimiter:
             state = self.key(charge.spec, charge.key)
             keys += [state, _marker(state, charge.approval_id)]
             args += _args(charge)
-        with mapped_errors():
+        with _refusals_unavailable(), mapped_errors():
             reply: list[Any] = await self._script(keys=keys, args=args)
         verdicts = []
         for i in range(len(charges)):
@@ -112,8 +120,33 @@ class RedisLimiter:
         for item in spent:
             keys += [item.key, item.marker or _marker(item.key, "")]
             args += [repr(item.amount), item.window, "1" if item.marker else "0"]
-        with mapped_errors():
+        with _refusals_unavailable(), mapped_errors():
             await self._give_back(keys=keys, args=args)
+
+
+def shape(spec: LimitSpec) -> str:
+    """What the state under a key means: the kind and the parameters its value depends on
+    (a rate's emission interval and burst; a budget's window). A reload that changes them
+    starts new keys instead of reading a state of another shape (a budget's hash as a rate's
+    TAT would be WRONGTYPE). A budget's `max` is not part of it: a raised or lowered max
+    keeps what was spent in the window."""
+    if spec.rate is not None:
+        text = f"r:{spec.rate.interval_ms!r}:{spec.rate.burst}"
+    else:
+        assert spec.budget is not None
+        text = f"b:{spec.budget.window_s!r}"
+    return text[0] + hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+@contextlib.contextmanager
+def _refusals_unavailable() -> Iterator[None]:
+    """A Redis error reply (WRONGTYPE, NOPERM, BUSY, a script error) counts as Redis
+    unavailable for the limits: each limit's `on_redis_down` decides, never a failed call."""
+    try:
+        yield
+    except RedisError as exc:  # connectivity errors are RedisUnavailable already (inside)
+        log.warning("limit script refused by Redis (%s)", type(exc).__name__)
+        raise RedisUnavailable(type(exc).__name__) from exc
 
 
 def _marker(state: str, approval_id: str) -> str:
