@@ -141,6 +141,9 @@ async def call_hook(
             except grpc.aio.AioRpcError as err:
                 # Only the status name: a hook's details text may carry payload fragments.
                 raise HookFault(spec.name, f"status {err.code().name}") from None
+            except Exception as err:  # a closed channel (a reload), a usage error, ...
+                # Only the type: the hook's failure mode decides, as for any other fault.
+                raise HookFault(spec.name, f"call failed ({type(err).__name__})") from None
             record["decision"] = describe(answer)
             return answer
         except HookFault as fault:

@@ -111,8 +111,8 @@ def _context(hook: BoundHook, answer: hook_pb2.PreInvokeResponse) -> dict[str, A
     declared = hook.spec.context
     for name, attribute in value.items():
         kind = declared.get(name)
-        if kind is None:
-            raise HookFault(hook.spec.name, f"context attribute {name[:64]!r} is not declared")
+        if kind is None:  # the name is the hook's text: never in the trail or a span
+            raise HookFault(hook.spec.name, "context_json has an undeclared attribute")
         if not _CHECKS[kind](attribute):
             raise HookFault(hook.spec.name, f"context attribute {name!r} is not a {kind}")
     return value
