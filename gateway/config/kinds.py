@@ -9,6 +9,7 @@ parameters that name properties, and an address that is a TCP `host:port`.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -44,6 +45,14 @@ def check_http_upstream(ctx: Ctx, upstream: LDict, parts: PathParts) -> None:
     address = text(upstream, "address")
     if address.startswith("unix:") or ":" not in address or "/" in address:
         ctx.fail((*parts, "address"), f"a kind {kind} upstream's address is host:port")
+    elif upstream.get("tls") is not True and not _loopback(address.rsplit(":", 1)[0]):
+        # Every request carries a credential: the gateway-signed actor token, and the
+        # configured headers or the OAuth token when set; none travels in plaintext.
+        ctx.fail(
+            (*parts, "address"),
+            "credentials would travel in plaintext (the actor token"
+            f"{_configured_credentials(upstream)}): tls: false needs a loopback address",
+        )
     if "descriptor_set" in upstream:
         ctx.fail((*parts, "descriptor_set"), f"not used by {kind} upstreams")
     oauth = mapping(mapping(upstream.get("mcp")).get("oauth"))
@@ -54,6 +63,27 @@ def check_http_upstream(ctx: Ctx, upstream: LDict, parts: PathParts) -> None:
     base = text(mapping(upstream.get("http")), "base_path")
     if any(segment in _DOT_SEGMENTS for segment in base.split("/")):
         ctx.fail((*parts, "http", "base_path"), "a . or .. segment is not allowed")
+
+
+def _loopback(host: str) -> bool:
+    """Whether a host of an address names this machine: localhost, 127.0.0.0/8, ::1."""
+    host = host.removeprefix("[").removesuffix("]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _configured_credentials(upstream: LDict) -> str:
+    found = ""
+    for block in ("http", "mcp"):
+        if mapping(upstream.get(block)).get("headers"):
+            found += f", {block}.headers"
+    if mapping(upstream.get("mcp")).get("oauth"):
+        found += ", the mcp.oauth access token"
+    return found
 
 
 def check_mcp_capability(ctx: Ctx, cap: LDict, parts: PathParts, kind: str) -> bool:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
+from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
 
 from gateway.config import ConfigError, load_settings
+from gateway.config.cli import main as config_main
 
 BASE = """version: 1
 listeners:
@@ -81,3 +84,50 @@ def test_a_template_outside_the_grammar_is_refused_by_the_schema(tmp_path: Path,
 def test_http_on_another_kind_of_upstream_is_refused(tmp_path: Path) -> None:
     found = _problems(tmp_path, "{method: GET, path: /x}", upstream="rpc")
     assert ("capabilities[0].http", 13, "only used with an upstream of kind: http") in found
+
+
+@pytest.mark.parametrize(
+    ("upstream", "refused", "names"),
+    [
+        ("{kind: http, address: 'files.internal:8080'}", True, "(the actor token)"),
+        (
+            "{kind: http, address: '10.0.0.5:8080', http: {headers: {Authorization: x}}}",
+            True,
+            "(the actor token, http.headers)",
+        ),
+        (
+            "{kind: mcp, address: 'desk.internal:8000', mcp: {oauth: {token_url: "
+            "'https://idp.internal/t', client_id: c, client_secret: s}}}",
+            True,
+            "(the actor token, the mcp.oauth access token)",
+        ),
+        ("{kind: mcp, address: 'desk.internal:8000', tls: false}", True, "(the actor token)"),
+        ("{kind: http, address: 'files.internal:8443', tls: true}", False, ""),
+        ("{kind: http, address: 'localhost:8080'}", False, ""),
+        ("{kind: http, address: '127.0.0.9:8080'}", False, ""),
+        ("{kind: mcp, address: '[::1]:8080', mcp: {headers: {Authorization: x}}}", False, ""),
+    ],
+)
+def test_credentials_in_plaintext_are_refused_unless_loopback(
+    tmp_path: Path, upstream: str, refused: bool, names: str
+) -> None:
+    """`capgate config check` names the address (file:line) of a plaintext upstream off this
+    machine: every request to it carries the actor token (and headers / OAuth when set)."""
+    path = tmp_path / "gateway.yaml"
+    path.write_text(
+        "version: 1\n"
+        "listeners:\n"
+        '  - {name: agents, address: "127.0.0.1:0", surface: agent, auth: none}\n'
+        "upstreams:\n"
+        f"  far: {upstream}\n"
+    )
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = config_main(["check", str(path)])
+    message = (
+        f"{path}:5: upstreams.far.address: credentials would travel in plaintext {names}: "
+        "tls: false needs a loopback address"
+    )
+    assert (message in out.getvalue().splitlines()) is refused, out.getvalue()
+    if refused:
+        assert code == 1
