@@ -35,6 +35,8 @@ from policy.bindings import bindings_for
 
 log = logging.getLogger("capgate.limits")
 
+_INLINE = "limits_inline_approval"  # call.extra: the forced spend is this execution's own
+
 
 def budget_reason(name: str) -> str:
     """The approval reason of an over-budget call; a Resume whose approval carries it is let
@@ -57,6 +59,7 @@ async def spend_after_inline_approval(call: Call, rt: Runtime) -> None:
     if call.limits_deferred and call.approval is not None:
         assert call.prepared is not None
         call.limits_deferred = False
+        call.extra[_INLINE] = True  # an approval of this execution only: it holds the spend
         await _check(call, rt, call.prepared.limits)
 
 
@@ -108,13 +111,14 @@ async def give_back(call: Call, rt: Runtime) -> None:
     (`capgate.outcome.record_failures{what="limits"}`) and the amount stays spent.
 
     A budget an approval let past is given back only by the execution that consumed that
-    approval (before it is released, so no other Resume runs on the count meanwhile): a
+    approval (before it is released, so no other Resume runs on the count meanwhile), or by
+    the execution an inline approver approved (that approval is never stored): a
     Resume that lost the consume to a concurrent one, or never reached it, leaves the amount
     counted for whichever execution holds the approval."""
     spent, call.limit_spent = call.limit_spent, ()
     record = call.approval
-    consumed = record is not None and record.status == "consumed"
-    spent = tuple(s for s in spent if consumed or not s.marker)
+    holder = bool(call.extra.get(_INLINE)) or (record is not None and record.status == "consumed")
+    spent = tuple(s for s in spent if holder or not s.marker)
     if spent and rt.limiter is not None:
         await rt.limiter.give_back(spent)
 

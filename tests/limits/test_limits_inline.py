@@ -104,3 +104,21 @@ async def test_an_inline_approval_spends_past_the_budget_once(
     assert await env.upstream_calls("RefundOrder") == 2
     body = orjson.loads(over.completed.output_json)
     assert body["amount"] == 50
+
+
+async def test_an_inline_approved_call_that_never_ran_gives_its_amount_back(
+    inline_env: tuple[Env, Approver], limits_redis: RedisProcess
+) -> None:
+    """An idempotent repeat of an inline-approved over-budget call spends past the budget
+    (a new inline approval), finds the stored outcome and gives the amount back: the
+    execution an inline approver approved holds its forced spend (review 2, item 1)."""
+    env, _ = inline_env
+    await env.reset_upstream()
+    assert (await env.invoke("billing.inline", {"order_id": "o-1001", "amount": 80})).completed
+    body = {"order_id": "o-1001", "amount": 50}
+    over = await env.invoke("billing.inline", body, idempotency_key="k-inline-1")
+    assert over.WhichOneof("outcome") == "completed", over
+    again = await env.invoke("billing.inline", body, idempotency_key="k-inline-1")
+    assert again.completed == over.completed  # the stored outcome: nothing ran again
+    assert await env.upstream_calls("RefundOrder") == 2
+    assert await _spent(env, limits_redis.url) == 130  # the repeat's forced 50 given back
