@@ -9,17 +9,21 @@ import asyncio
 import tempfile
 import time
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 import redis.asyncio as aioredis
 
 from capgate.v1 import types_pb2
 from gateway.audit.sinks import MemorySink
+from gateway.call import Call, Runtime
 from gateway.config.loader import load_settings
 from gateway.limits.model import BudgetSpec, ExprSite, LimitSpec
 from gateway.limits.store import Charge, RedisLimiter
 from gateway.redis_server import RedisProcess
 from gateway.serve import start
+from gateway.stages.limits import give_back
 from tests.gateway.conftest import gateway_environ
 from tests.gateway.harness import Env
 from tests.gateway.test_approval_flow import decide
@@ -146,5 +150,39 @@ async def test_a_marker_counted_amount_is_given_back_at_most_once(
         assert not await client.exists(first[0].marker)
         third = await limiter.check(charges, now=now + 2)
         assert third[0].passed and float(await client.hget(state, "spent") or 0) == 800
+    finally:
+        await client.aclose()
+
+
+async def test_the_resume_that_lost_the_consume_credits_nothing(
+    limits_redis: RedisProcess,
+) -> None:
+    """The concurrent-Resume interleaving, step by step (the gateway test above meets it only
+    by chance): R1 spends and marks, R2 finds the marker, R2 consumes and runs; R1 lost the
+    consume (its approval record is still `approved`), so its give-back credits nothing and
+    the amount stays counted once. Then R2's own give-back (had it not run) credits it once."""
+    client = aioredis.from_url(limits_redis.url)
+    try:
+        site = ExprSite("x", 1, 1)
+        budget = BudgetSpec("input.amount", site, 100.0, 3600.0, "require-approval")
+        spec = LimitSpec("lost", "actor.id", site, budget=budget)
+        limiter = RedisLimiter(client, prefix=f"{PREFIX}-lost")
+        state = limiter.key(spec, "alice")
+        await client.delete(state)
+        charges = [Charge(spec, "alice", 50.0, "apr-2")]
+        rt = cast(Runtime, SimpleNamespace(limiter=limiter))
+
+        def resume(status: str, spent: tuple[Any, ...]) -> Call:
+            record = SimpleNamespace(status=status)
+            return cast(Call, SimpleNamespace(limit_spent=spent, approval=record, extra={}))
+
+        r1 = limiter.spent(charges, await limiter.check(charges, now=1_000_000.0))
+        r2 = limiter.spent(charges, await limiter.check(charges, now=1_000_001.0))
+        await give_back(resume("approved", r1), rt)  # R1 lost the consume to R2
+        assert float(await client.hget(state, "spent") or 0) == 50  # R2's run counts it
+        await give_back(resume("consumed", r2), rt)  # R2 consumed it, then never ran
+        assert float(await client.hget(state, "spent") or 0) == 0
+        await give_back(resume("consumed", r2), rt)  # again: nothing more
+        assert float(await client.hget(state, "spent") or 0) == 0
     finally:
         await client.aclose()
