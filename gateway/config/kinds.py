@@ -4,12 +4,15 @@
 The schema already limits a path template to `/`-separated URL path characters and whole
 `{property}` placeholders; these checks add what a pattern cannot say: no `.`/`..` segment,
 placeholders that name required string or integer properties of the input schema, query
-parameters that name properties, and an address that is a TCP `host:port`.
+parameters that name properties, an address that is exactly a TCP `host:port`, configured
+headers that do not take over framing, the host or the OAuth bearer, and credentials in
+plaintext only to a loopback address.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -32,6 +35,11 @@ __all__ = [
 _DOT_SEGMENTS = frozenset({".", ".."})
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 _SEGMENT_TYPES = frozenset({"string", "integer"})
+_HOST_PORT = re.compile(
+    r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?)"
+    r":(?P<port>[0-9]{1,5})"
+)
+_DENIED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
 
 
 def check_http_upstream(ctx: Ctx, upstream: LDict, parts: PathParts) -> None:
@@ -43,8 +51,12 @@ def check_http_upstream(ctx: Ctx, upstream: LDict, parts: PathParts) -> None:
     if kind not in ("http", "mcp"):
         return
     address = text(upstream, "address")
-    if address.startswith("unix:") or ":" not in address or "/" in address:
-        ctx.fail((*parts, "address"), f"a kind {kind} upstream's address is host:port")
+    if not _host_port(address):
+        ctx.fail(
+            (*parts, "address"),
+            f"a kind {kind} upstream's address is host:port (a name, IPv4 or [IPv6] address "
+            "and a port 1-65535; no scheme, path, user, query or spaces)",
+        )
     elif upstream.get("tls") is not True and not _loopback(address.rsplit(":", 1)[0]):
         # Every request carries a credential: the gateway-signed actor token, and the
         # configured headers or the OAuth token when set; none travels in plaintext.
@@ -55,6 +67,7 @@ def check_http_upstream(ctx: Ctx, upstream: LDict, parts: PathParts) -> None:
         )
     if "descriptor_set" in upstream:
         ctx.fail((*parts, "descriptor_set"), f"not used by {kind} upstreams")
+    _check_headers(ctx, upstream, parts)
     oauth = mapping(mapping(upstream.get("mcp")).get("oauth"))
     url = text(oauth, "token_url")
     if url.startswith("http://") and urlsplit(url).hostname not in _LOOPBACK:
@@ -63,6 +76,35 @@ def check_http_upstream(ctx: Ctx, upstream: LDict, parts: PathParts) -> None:
     base = text(mapping(upstream.get("http")), "base_path")
     if any(segment in _DOT_SEGMENTS for segment in base.split("/")):
         ctx.fail((*parts, "http", "base_path"), "a . or .. segment is not allowed")
+
+
+def _host_port(address: str) -> bool:
+    """Whether an address is exactly `host:port`: a DNS name or IPv4 address, or an IPv6
+    address in brackets, then a numeric port 1-65535 (nothing that could add a scheme, user,
+    path, query or fragment to the URL built from it)."""
+    match = _HOST_PORT.fullmatch(address)
+    if match is None or not 0 < int(match["port"]) < 65536:
+        return False
+    if match["v6"] is not None:
+        try:
+            ipaddress.IPv6Address(match["v6"])
+        except ValueError:
+            return False
+    return True
+
+
+def _check_headers(ctx: Ctx, upstream: LDict, parts: PathParts) -> None:
+    """Configured headers may not take over what the HTTP client or capgate sets: framing,
+    the target host, and the bearer an `oauth` block sends."""
+    for block in ("http", "mcp"):
+        node = mapping(upstream.get(block))
+        denied = _DENIED_HEADERS | ({"authorization"} if node.get("oauth") else set())
+        for name in mapping(node.get("headers")):
+            if str(name).strip().lower() in denied:
+                ctx.fail(
+                    (*parts, block, "headers", name),
+                    f"{name} is set by capgate, not in headers",
+                )
 
 
 def _loopback(host: str) -> bool:
@@ -152,7 +194,9 @@ def _check_placeholder(
         return
     if name not in required:
         ctx.fail(where, f"{{{name}}} must be a required property of {what}")
-    if prop.get("type") not in _SEGMENT_TYPES:
+    kind = prop.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    if not kinds or not all(isinstance(k, str) and k in _SEGMENT_TYPES for k in kinds):
         ctx.fail(where, f"{{{name}}} must have type string or integer in {what}")
 
 

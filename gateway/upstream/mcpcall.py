@@ -14,8 +14,8 @@ A call is `tools/call` with the validated input (or what map_input built). The r
 | `structuredContent`                           | (the output)     |             | COMPLETED |
 | text content: strict JSON, else the text      | (the output)     |             | COMPLETED |
 | `isError: true`                               | EXECUTION_FAILED | its text    | COMPLETED |
-| JSON-RPC error -32603 (internal)              | EXECUTION_FAILED | no          | UNKNOWN   |
-| any other JSON-RPC error                      | EXECUTION_FAILED | no          | COMPLETED |
+| JSON-RPC error -32600, -32601, -32602         | EXECUTION_FAILED | no          | COMPLETED |
+| any other JSON-RPC error (-32603, server's)   | EXECUTION_FAILED | no          | UNKNOWN   |
 | transport failures                            | as for `kind: http` (gateway/upstream/http.py)  |
 
 `isError` text is the tool's deliberate answer to the model (the MCP spec says so), shown
@@ -84,7 +84,10 @@ _SCHEMAS: Final = frozenset(
     }
 )
 _FORWARDED_PREFIXES: Final = ("x-capgate-", "traceparent", "tracestate")
-_INTERNAL_ERROR: Final = -32603
+# JSON-RPC errors that say the request was refused before any tool ran: invalid request,
+# method not found, invalid params. Any other code (-32603 internal error, a server's own
+# -32000..-32099 or application codes) may come after the tool acted: UNKNOWN.
+_NOT_RUN_ERRORS: Final = frozenset({-32600, -32601, -32602})
 
 
 def _walk(node: Any, path: str) -> Iterator[str]:
@@ -192,8 +195,8 @@ class McpToolCall:
         except McpProtocolError as err:
             error = CapabilityError(Code.EXECUTION_FAILED, reason=f"upstream {upstream}: {err}")
             error.details[UPSTREAM_STATUS_KEY] = f"JSON-RPC {err.code}"
-            unknown = err.code == _INTERNAL_ERROR
-            state = ExecutionState.UNKNOWN if unknown else ExecutionState.COMPLETED
+            refused = err.code in _NOT_RUN_ERRORS
+            state = ExecutionState.COMPLETED if refused else ExecutionState.UNKNOWN
             raise with_state(error, state) from None
         return tool_output(result, upstream)
 

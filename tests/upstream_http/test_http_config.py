@@ -131,3 +131,110 @@ def test_credentials_in_plaintext_are_refused_unless_loopback(
     assert (message in out.getvalue().splitlines()) is refused, out.getvalue()
     if refused:
         assert code == 1
+
+
+def _check(tmp_path: Path, text: str) -> tuple[int, list[str]]:
+    path = tmp_path / "gateway.yaml"
+    path.write_text(text)
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = config_main(["check", str(path)])
+    return code, [line.removeprefix(f"{path}:") for line in out.getvalue().splitlines()]
+
+
+ADDRESS_RULE = (
+    "a kind http upstream's address is host:port (a name, IPv4 or [IPv6] address and a port "
+    "1-65535; no scheme, path, user, query or spaces)"
+)
+
+
+@pytest.mark.parametrize(
+    ("address", "valid"),
+    [
+        ("127.0.0.1:8080", True),
+        ("localhost:1", True),
+        ("[::1]:65535", True),
+        ("127.0.0.1:0", False),
+        ("127.0.0.1:65536", False),
+        ("127.0.0.1:http", False),
+        ("127.0.0.1:80x", False),
+        ("127.0.0.1", False),
+        ("user@127.0.0.1:80", False),
+        ("127.0.0.1:80?x=1", False),
+        ("127.0.0.1:80#x", False),
+        ("127.0.0.1:80/x", False),
+        ("127.0.0.1 :80", False),
+        ("127.0.0.1:80\\t", False),
+        ("http://127.0.0.1:80", False),
+        ("[::1:80", False),
+        ("[zz::1]:80", False),
+        ("::1:80", False),
+    ],
+)
+def test_an_address_is_strictly_host_and_port(tmp_path: Path, address: str, valid: bool) -> None:
+    code, lines = _check(
+        tmp_path,
+        "version: 1\nlisteners:\n"
+        '  - {name: agents, address: "127.0.0.1:0", surface: agent, auth: none}\n'
+        f'upstreams:\n  api: {{kind: http, address: "{address}"}}\n',
+    )
+    assert (f"5: upstreams.api.address: {ADDRESS_RULE}" not in lines) is valid, lines
+    assert (code == 0) is valid, lines
+
+
+@pytest.mark.parametrize(
+    ("block", "header", "denied"),
+    [
+        ("http: {headers: {HEADER: v}}", "Host", True),
+        ("http: {headers: {HEADER: v}}", "content-length", True),
+        ("http: {headers: {HEADER: v}}", "Transfer-Encoding", True),
+        ("http: {headers: {HEADER: v}}", "Connection", True),
+        ("http: {headers: {HEADER: v}}", "Authorization", False),
+        ("http: {headers: {HEADER: v}}", "X-Api-Key", False),
+        ("mcp: {headers: {HEADER: v}}", "Host", True),
+        ("mcp: {headers: {HEADER: v}}", "Authorization", False),
+        (
+            "mcp: {headers: {HEADER: v}, oauth: {token_url: 'https://idp/t', client_id: c, "
+            "client_secret: s}}",
+            "Authorization",
+            True,
+        ),
+    ],
+)
+def test_headers_capgate_sets_are_refused_in_headers(
+    tmp_path: Path, block: str, header: str, denied: bool
+) -> None:
+    kind = block.split(":", 1)[0]
+    code, lines = _check(
+        tmp_path,
+        "version: 1\nlisteners:\n"
+        '  - {name: agents, address: "127.0.0.1:0", surface: agent, auth: none}\n'
+        "upstreams:\n"
+        "  api:\n"
+        f"    kind: {kind}\n"
+        '    address: "127.0.0.1:8080"\n'
+        f"    {block.replace('HEADER', header)}\n",
+    )
+    message = (
+        f"8: upstreams.api.{kind}.headers.{header}: {header} is set by capgate, not in headers"
+    )
+    assert (message in lines) is denied, lines
+    if denied:
+        assert code == 1
+
+
+def test_a_placeholder_with_a_list_type_is_located_not_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.yaml"
+    good = BASE.replace("HTTP", "{method: GET, path: '/x/{a}'}").replace("UPSTREAM", "api")
+    for kinds, ok in (("[string, integer]", True), ("[string, object]", False), ("[]", False)):
+        path.write_text(good.replace("a: {type: string}", f"a: {{type: {kinds}}}"))
+        if ok:
+            load_settings(path, environ={})
+            continue
+        with pytest.raises(ConfigError) as info:
+            load_settings(path, environ={})
+        assert (
+            "capabilities[0].http.path",
+            13,
+            "{a} must have type string or integer in input_schema",
+        ) in {(p.path_in_file, p.line, p.message) for p in info.value.problems}

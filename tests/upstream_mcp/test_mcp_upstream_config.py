@@ -36,7 +36,11 @@ def _problems(tmp_path: Path, upstream: str, extra: str) -> set[tuple[str, int, 
 def test_mcp_config_problems_are_located(tmp_path: Path) -> None:
     found = _problems(tmp_path, "desk", "method: /a.B/C")
     assert ("upstreams.rpc.mcp", 6, "only used with kind: mcp") in found
-    assert ("upstreams.sock.address", 7, "a kind mcp upstream's address is host:port") in found
+    message = (
+        "a kind mcp upstream's address is host:port (a name, IPv4 or [IPv6] address and a port "
+        "1-65535; no scheme, path, user, query or spaces)"
+    )
+    assert ("upstreams.sock.address", 7, message) in found
     assert ("capabilities[0].method", 14, "mcp upstreams take tool instead") in found
     assert ("capabilities[0]", 9, "tool is required for an mcp upstream") in found
 
