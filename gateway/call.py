@@ -99,6 +99,7 @@ class Call:
     # `limits_deferred` when an over-budget call asks for approval and nothing was spent.
     limit_state: dict[str, dict[str, float]] | None = None
     limits_deferred: bool = False
+    limits_inline: bool = False  # an inline approver approved it: this execution holds the spend
     limit_spent: tuple[Any, ...] = ()  # gateway.limits.store.Spent: budgets given back if unrun
     # The result cache (gateway/stages/cache.py): "hit" or "miss" once looked up, and the
     # entry's key a miss stores the output under after stage 12.

@@ -35,8 +35,6 @@ from policy.bindings import bindings_for
 
 log = logging.getLogger("capgate.limits")
 
-_INLINE = "limits_inline_approval"  # call.extra: the forced spend is this execution's own
-
 
 def budget_reason(name: str) -> str:
     """The approval reason of an over-budget call; a Resume whose approval carries it is let
@@ -59,7 +57,7 @@ async def spend_after_inline_approval(call: Call, rt: Runtime) -> None:
     if call.limits_deferred and call.approval is not None:
         assert call.prepared is not None
         call.limits_deferred = False
-        call.extra[_INLINE] = True  # an approval of this execution only: it holds the spend
+        call.limits_inline = True  # an approval of this execution only: it holds the spend
         await _check(call, rt, call.prepared.limits)
 
 
@@ -117,7 +115,7 @@ async def give_back(call: Call, rt: Runtime) -> None:
     counted for whichever execution holds the approval."""
     spent, call.limit_spent = call.limit_spent, ()
     record = call.approval
-    holder = bool(call.extra.get(_INLINE)) or (record is not None and record.status == "consumed")
+    holder = call.limits_inline or (record is not None and record.status == "consumed")
     spent = tuple(s for s in spent if holder or not s.marker)
     if spent and rt.limiter is not None:
         await rt.limiter.give_back(spent)

@@ -174,7 +174,9 @@ async def test_the_resume_that_lost_the_consume_credits_nothing(
 
         def resume(status: str, spent: tuple[Any, ...]) -> Call:
             record = SimpleNamespace(status=status)
-            return cast(Call, SimpleNamespace(limit_spent=spent, approval=record, extra={}))
+            return cast(
+                Call, SimpleNamespace(limit_spent=spent, approval=record, limits_inline=False)
+            )
 
         r1 = limiter.spent(charges, await limiter.check(charges, now=1_000_000.0))
         r2 = limiter.spent(charges, await limiter.check(charges, now=1_000_001.0))
