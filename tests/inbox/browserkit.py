@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -41,6 +42,37 @@ FLAGS = (
     "--lang=en-US",
 )
 T = TypeVar("T")
+
+# What chromedriver answers when a step reads a document the browser is navigating away from
+# (a form post, a redirect): the element or its JavaScript context is gone, and the next poll
+# sees the new page. Only these are "not yet"; any other driver error fails the wait.
+NAVIGATING = (
+    "unhandled inspector error",
+    "cannot find context with specified id",
+    "execution context was destroyed",
+    "no node with given id",
+    "does not belong to the document",
+)
+
+
+def navigating(error: WebDriverException) -> bool:
+    if isinstance(error, StaleElementReferenceException):
+        return True
+    return any(phrase in str(error.msg or "").lower() for phrase in NAVIGATING)
+
+
+def until_settled(condition: Callable[[WebDriver], Any]) -> Callable[[WebDriver], Any]:
+    """`condition`, with a navigation in progress counted as "not yet" (False)."""
+
+    def poll(driver: WebDriver) -> Any:
+        try:
+            return condition(driver)
+        except WebDriverException as error:
+            if navigating(error):
+                return False
+            raise
+
+    return poll
 
 
 def chromium(binary: Path = CHROMIUM, driver_binary: Path = DRIVER) -> Iterator[WebDriver]:
@@ -78,24 +110,42 @@ class Browser:
     async def wait_for(self, css: str, within_s: float = 10) -> WebElement:
         wait = WebDriverWait(self.driver, within_s)
         found: WebElement = await self.do(
-            wait.until, ec.presence_of_element_located((By.CSS_SELECTOR, css))
+            wait.until, until_settled(ec.presence_of_element_located((By.CSS_SELECTOR, css)))
         )
         return found
 
     async def wait_text(self, css: str, text: str, within_s: float = 10) -> None:
         wait = WebDriverWait(self.driver, within_s)
-        await self.do(wait.until, ec.text_to_be_present_in_element((By.CSS_SELECTOR, css), text))
+        await self.do(
+            wait.until,
+            until_settled(ec.text_to_be_present_in_element((By.CSS_SELECTOR, css), text)),
+        )
+
+    async def find(self, css: str, within_s: float = 10) -> WebElement:
+        """The element once the page has settled (a missing element fails after `within_s`)."""
+
+        def look(driver: WebDriver) -> WebElement:
+            return driver.find_element(By.CSS_SELECTOR, css)
+
+        found: WebElement = await self.do(
+            WebDriverWait(self.driver, within_s).until, until_settled(look)
+        )
+        return found
 
     async def text(self, css: str) -> str:
-        element = await self.do(self.driver.find_element, By.CSS_SELECTOR, css)
-        return str(element.text)
+        def read(driver: WebDriver) -> list[str]:
+            return [str(driver.find_element(By.CSS_SELECTOR, css).text)]  # "" is an answer too
+
+        found: list[str] = await self.do(WebDriverWait(self.driver, 10).until, until_settled(read))
+        return found[0]
 
     async def click(self, css: str) -> None:
-        element = await self.do(self.driver.find_element, By.CSS_SELECTOR, css)
+        # Found with retries, clicked once: a click is never repeated (it may post a decision).
+        element = await self.find(css)
         await self.do(element.click)
 
     async def type(self, css: str, text: str) -> None:
-        element = await self.do(self.driver.find_element, By.CSS_SELECTOR, css)
+        element = await self.find(css)
         await self.do(element.clear)
         await self.do(element.send_keys, text)
 
