@@ -18,7 +18,14 @@ from gateway.model import Actor, CacheSpec
 from policy.backends.celexpr import call_variables
 from policy.schematypes import CONTEXT_TYPES, TypeBuilder
 
-__all__ = ["ScopeKey", "ScopeKeyError", "actor_scope", "reads_actor"]
+__all__ = [
+    "ScopeKey",
+    "ScopeKeyError",
+    "actor_reads",
+    "actor_scope",
+    "reads_actor",
+    "uncovered_reads",
+]
 
 _VARIABLES: Final = ("actor", "capability", "request")
 _KINDS: Final = (cel.Type.STRING, cel.Type.INT, cel.Type.UINT, cel.Type.DYN)
@@ -37,6 +44,39 @@ def reads_actor(expression: str) -> bool:
     """Whether a CEL text names the `actor` variable (outside string literals; a field named
     `actor`, as in `input.actor`, is not the variable). Conservative: any mention counts."""
     return _ACTOR.search(_LITERAL.sub("''", expression)) is not None
+
+
+# `actor` and the dotted fields read off it: `actor.attributes.customer` is
+# ("attributes", "customer"); anything else after the variable (`(actor).id`, `actor[...]`,
+# `actor` alone) reads what came before it, at worst the whole actor, ().
+_ACTOR_PATH: Final = re.compile(r"(?<![\w.])actor((?:\s*\.\s*[A-Za-z_]\w*)*)(?!\w)")
+_SEGMENT: Final = re.compile(r"[A-Za-z_]\w*")
+
+
+def actor_reads(expression: str) -> set[tuple[str, ...]]:
+    """The parts of `actor` a CEL text reads, as field paths; () is the whole actor.
+    Conservative: `has(actor.x)` reads `x`, and a path followed by an index or a call
+    (`actor.attributes['k']`, `actor.roles.exists(...)`) reads the path before it."""
+    text = _LITERAL.sub("''", expression)
+    found: set[tuple[str, ...]] = set()
+    for match in _ACTOR_PATH.finditer(text):
+        path = tuple(_SEGMENT.findall(match.group(1)))
+        if path and text[match.end() :].lstrip().startswith("("):
+            path = path[:-1]  # a method call (`actor.id.startsWith(...)`): its receiver
+        found.add(path)
+    return found
+
+
+def uncovered_reads(mapper: str, key: str) -> list[str]:
+    """The actor fields `mapper` reads that the scope key expression never names (none of the
+    key's actor paths is the field or a part containing it), as dotted text, sorted: a cache
+    keyed so would hand one caller's mapped request's answer to another. A key that names a
+    field may still not tell callers apart by it; that the config cannot see."""
+    named = actor_reads(key)
+    missing = [
+        path for path in actor_reads(mapper) if not any(path[: len(part)] == part for part in named)
+    ]
+    return sorted(".".join(("actor", *path)) for path in missing)
 
 
 def actor_scope(actor: Actor) -> str:

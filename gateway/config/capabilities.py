@@ -16,7 +16,7 @@ import fastjsonschema
 from google.protobuf import descriptor_pb2
 from google.protobuf.message import DecodeError
 
-from gateway.cache.scope import reads_actor
+from gateway.cache.scope import reads_actor, uncovered_reads
 from gateway.config.context import Ctx, check_port, items, mapping, plain, seconds_of, text
 from gateway.config.kinds import check_http_capability, check_http_upstream
 from gateway.config.problems import PathParts
@@ -155,13 +155,23 @@ def _check_cache_and_mapper(ctx: Ctx, cap: LDict, parts: PathParts, upstreams: L
             f"only capabilities with side_effect none or read are cached, not {effect}",
         )
     mapper = cap.get("map_input")
-    shared = mapping(cap.get("cache")).get("scope") == "shared"
-    if shared and isinstance(mapper, str) and reads_actor(mapper):  # the request is per caller
+    scope = mapping(cap.get("cache")).get("scope")
+    if scope == "shared" and isinstance(mapper, str) and reads_actor(mapper):  # per caller
         ctx.fail(
             (*parts, "cache", "scope"),
             "a shared cache cannot serve a map_input that reads actor: use scope actor "
             "or a key that covers what the mapping reads",
         )
+    key = mapping(scope).get("key") if isinstance(scope, dict) else None
+    if isinstance(key, str) and isinstance(mapper, str):
+        missing = uncovered_reads(mapper, key)
+        if missing:  # entries keyed by one field, requests built from another: a leak
+            ctx.fail(
+                (*parts, "cache", "scope", "key"),
+                f"map_input reads {', '.join(missing)}, which the scope key never names: "
+                "callers with the same key would share answers to different requests; use "
+                "scope actor or a key that covers what the mapping reads",
+            )
     kind = text(mapping(upstreams.get(text(cap, "upstream"))), "kind", "grpc")
     if "map_input_schema" in cap:
         if "map_input" not in cap:

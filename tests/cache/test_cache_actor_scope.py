@@ -9,8 +9,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from gateway.cache.scope import actor_scope, reads_actor
+from gateway.cache.scope import actor_scope, reads_actor, uncovered_reads
+from gateway.config.everything import load_everything
 from gateway.model import Actor
+from gateway.upstream.channels import ChannelPool
+from tests.cache.conftest import environ_for
 from tests.cache.test_cache_config import _config, _problems
 from tests.cache.test_cache_flow import invoke, output
 from tests.gateway.harness import Env
@@ -106,3 +109,88 @@ def _mine_cache_line(path: Path) -> int:
 )
 def test_reads_actor_sees_the_variable_not_literals_or_fields(text: str, reads: bool) -> None:
     assert reads_actor(text) is reads
+
+
+async def test_a_scope_key_that_never_names_what_the_mapper_reads_is_refused_at_its_line(
+    tmp_path: Path,
+) -> None:
+    # orders.mine maps customer_id from actor.attributes.customer; entries keyed by the tenant
+    # alone would hand one customer's orders to another customer of the same tenant.
+    old = "    cache: {ttl: 1m}\n  - id: orders.list"
+    new = (
+        "    cache:\n      ttl: 1m\n      scope: {key: actor.attributes.tenant}\n"
+        "  - id: orders.list"
+    )
+    path = _config(tmp_path, old, new)
+    (problem,) = await _problems(path)
+    lines = path.read_text().splitlines()
+    start = next(i for i, text in enumerate(lines) if "id: orders.mine" in text)
+    line = next(
+        i
+        for i, text in enumerate(lines[start:], start=start + 1)
+        if "key: actor.attributes.tenant" in text
+    )
+    assert problem == (
+        f"{path}:{line}: capabilities[5].cache.scope.key: map_input reads "
+        "actor.attributes.customer, which the scope key never names: callers with the same "
+        "key would share answers to different requests; use scope actor or a key that covers "
+        "what the mapping reads"
+    ), problem
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "actor.attributes.customer",
+        "actor.attributes.tenant + '/' + actor.attributes.customer",
+        "actor.id + ':' + actor.attributes.customer",
+    ],
+)
+async def test_a_scope_key_that_names_what_the_mapper_reads_loads(tmp_path: Path, key: str) -> None:
+    old = "    cache: {ttl: 1m}\n  - id: orders.list"
+    new = f'    cache:\n      ttl: 1m\n      scope: {{key: "{key}"}}\n  - id: orders.list'
+    path = _config(tmp_path, old, new)
+    assert await _loads(path)
+
+
+async def _loads(path: Path) -> bool:
+    environ = environ_for("127.0.0.1:1", "redis://127.0.0.1:1/0", str(path.parent))
+    pool = ChannelPool()
+    try:
+        await load_everything(path, pool, environ=environ, bind=False)
+    finally:
+        await pool.close()
+    return True
+
+
+@pytest.mark.parametrize(
+    ("mapper", "key", "missing"),
+    [
+        (
+            "Request{customer_id: actor.attributes.customer}",
+            "actor.attributes.tenant",
+            ["actor.attributes.customer"],
+        ),
+        ("Request{customer_id: actor.attributes.customer}", "actor.attributes.customer", []),
+        ("Request{customer_id: actor.attributes.customer}", "string(actor.attributes)", []),
+        ("Request{customer_id: actor.id}", "actor.attributes.tenant", ["actor.id"]),
+        ("Request{customer_id: actor.id.lowerAscii()}", "actor.id", []),
+        ("Request{customer_id: (actor).id}", "actor.id", ["actor"]),  # the whole actor
+        (
+            "Request{customer_id: actor.attributes['customer']}",
+            "actor.attributes.customer",
+            ["actor.attributes"],
+        ),
+        ("Request{customer_id: input.actor}", "actor.attributes.tenant", []),
+        ("Request{customer_id: 'actor.id'}", "actor.attributes.tenant", []),
+        (
+            "Request{a: actor.id, b: actor.attributes.customer}",
+            "actor.id",
+            ["actor.attributes.customer"],
+        ),
+    ],
+)
+def test_uncovered_reads_names_each_actor_field_the_key_leaves_out(
+    mapper: str, key: str, missing: list[str]
+) -> None:
+    assert uncovered_reads(mapper, key) == missing
