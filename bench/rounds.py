@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from copy import deepcopy
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ PROTO = procs.ROOT / "proto"
 GHZ_SCRIPT = procs.ROOT / "scripts" / "ghz.sh"
 GATEWAY_PROTO = "capgate/v1/gateway.proto"
 PROCEDURE_PROTO = "capgate/v1/procedure.proto"
+BARE_CAPABILITY = "bench.bare"
 
 
 def ghz_binary() -> str | None:
@@ -139,15 +141,41 @@ def _summary(values: list[float]) -> dict[str, Any]:
     }
 
 
+def bare_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The gateway's skeleton: the same listeners, upstream and auth, with nothing to govern.
+    One capability, `bench.bare`, with no policy, no output schema, no redaction and the
+    loosest input schema a procedure upstream allows; no audit sink; no tracing. What it costs
+    over the bare proxy is what the request path costs before any governance."""
+    out = deepcopy(config)
+    out["audit"]["sinks"] = []
+    out["telemetry"] = {"tracing": False, "otlp": False}
+    out["capabilities"].append(
+        {
+            "id": BARE_CAPABILITY,
+            "description": "The skeleton's capability: nothing to govern.",
+            "upstream": "bench",
+            "side_effect": "read",
+            "risk": "low",
+            "expose": {"agent": True, "direct": True},
+            "input_schema": {"type": "object"},
+            "policies": [],
+        }
+    )
+    return out
+
+
 def rounds(
     n_rounds: int,
     seconds: float,
     use_ghz: bool,
     gateway_env: dict[str, str] | None = None,
     b_env: dict[str, str] | None = None,
+    bare: bool = False,
 ) -> dict[str, Any]:
     """`b_env`: also run a second, otherwise identical gateway with this extra environment
-    (side `governed_b`), interleaved with the others: an A/B of a runtime setting."""
+    (side `governed_b`), interleaved with the others: an A/B of a runtime setting.
+    `bare`: also run the gateway's skeleton (`bare_config`, side `bare`), so the report splits
+    what the gateway costs over the proxy into the request path and the governance."""
     run_dir = Path(tempfile.mkdtemp(prefix="cgr-"))
     started: list[procs.Proc] = []
     redis = RedisProcess(run_dir / "redis").start()
@@ -200,6 +228,17 @@ def rounds(
                 env={**procs.gateway_env(run_dir), **(gateway_env or {}), **b_env},
             )
             started.append(pending_b.proc)
+        pending_bare = None
+        if bare:
+            bare_dir = run_dir / "bare"
+            bare_dir.mkdir()
+            pending_bare = procs.gateway(
+                run_dir,
+                "gw-bare",
+                fixtures.write_config(bare_dir / "gateway.yaml", bare_config(cfg)),
+                env={**procs.gateway_env(run_dir), **(gateway_env or {})},
+            )
+            started.append(pending_bare.proc)
         px = procs.proxy(run_dir, upstream)
         started.append(px)
         gw = pending.wait()
@@ -233,6 +272,15 @@ def rounds(
                 scenarios.invoke(agents_b, "bench.p3", md),
                 tuple(gw_b.ready.get("pids", [gw_b.popen.pid])),
                 (agents_b, "capgate.v1.CapabilityGateway.Invoke", GATEWAY_PROTO, inv_req, md),
+            )
+        if pending_bare is not None:
+            gw_bare = pending_bare.wait()
+            agents_bare = f"127.0.0.1:{gw_bare.ready['ports']['agents']}"
+            bare_req = fixtures.invoke_request(BARE_CAPABILITY)
+            sides["bare"] = (
+                scenarios.invoke(agents_bare, BARE_CAPABILITY, md),
+                tuple(gw_bare.ready.get("pids", [gw_bare.popen.pid])),
+                (agents_bare, "capgate.v1.CapabilityGateway.Invoke", GATEWAY_PROTO, bare_req, md),
             )
         names = list(sides)
         for r in range(n_rounds):
@@ -300,6 +348,7 @@ def rounds(
         "seconds_per_cell": seconds,
         "gateway_env": gateway_env or {},
         "b_env": b_env,
+        "bare": bare,
     }
     for tool, ps in pairs.items():
         if not ps:
@@ -321,6 +370,13 @@ def rounds(
                     if (v := ratio(p, key, level, "governed_b", "governed")) is not None
                 ]
                 figures[b_name] = _summary(vals)
+            if bare:
+                vals = [v for p in ps if (v := ratio(p, key, level, "bare", "proxy")) is not None]
+                figures[name.replace("governed_vs_proxy", "bare_vs_proxy")] = _summary(vals)
+                vals = [
+                    v for p in ps if (v := ratio(p, key, level, "governed", "bare")) is not None
+                ]
+                figures[name.replace("governed_vs_proxy", "governed_vs_bare")] = _summary(vals)
         for side in names:
             for level in (1, 64):
                 for key in ("server_cpu_us", "calls_per_s", "p50_ms"):
@@ -355,16 +411,21 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME=VALUE",
         help="also run a second gateway with this environment (side governed_b): an A/B",
     )
+    parser.add_argument(
+        "--bare",
+        action="store_true",
+        help="also run the gateway's skeleton (side bare): nothing to govern, no audit, no tracing",
+    )
     args = parser.parse_args(argv)
     env = dict(item.split("=", 1) for item in args.gateway_env)
     b_env = dict(item.split("=", 1) for item in args.b_env) if args.b_env else None
-    result = rounds(args.rounds, args.seconds, not args.no_ghz, env, b_env)
+    result = rounds(args.rounds, args.seconds, not args.no_ghz, env, b_env, args.bare)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     for tool in ("load", "ghz"):
         if tool in result:
             for name, s in result[tool]["ratios"].items():
-                if name.startswith(("governed_vs", "b_vs")):
+                if name.startswith(("governed_vs", "b_vs", "bare_vs")):
                     print(f"{tool:<4} {name:<30} {s['median']} ({s['min']}-{s['max']}, n={s['n']})")
     return 0
 
