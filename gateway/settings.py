@@ -117,6 +117,8 @@ class Upstream:
     kind: Literal["grpc", "procedure", "http", "mcp"] = "grpc"
     descriptor_set: str | None = None  # FileDescriptorSet; else server reflection
     tls: bool = False
+    # tls false off this machine: the actor token in plaintext, accepted (ADR 0033)
+    allow_plaintext: bool = False
     ca_file: str | None = None
     client_cert_file: str | None = None
     client_key_file: str | None = None

@@ -181,6 +181,7 @@ class _Builder:
             "kind": ("kind", _same),
             "descriptor_set": ("descriptor_set", self.path),
             "tls": ("tls", _same),
+            "allow_plaintext": ("allow_plaintext", _same),
             "ca_file": ("ca_file", self.path),
             "client_cert_file": ("client_cert_file", self.path),
             "client_key_file": ("client_key_file", self.path),

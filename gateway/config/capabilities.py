@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError
 
 from gateway.cache.scope import reads_actor, uncovered_reads
 from gateway.config.context import Ctx, check_port, items, mapping, plain, seconds_of, text
-from gateway.config.kinds import check_http_capability, check_http_upstream
+from gateway.config.kinds import check_grpc_plaintext, check_http_capability, check_http_upstream
 from gateway.config.problems import PathParts
 from gateway.config.source import LDict
 from gateway.outputexpr import OutputExpr, OutputExprError
@@ -53,6 +53,7 @@ def check_upstreams(ctx: Ctx) -> dict[str, Methods]:
         for key in ("ca_file", "client_cert_file", "client_key_file"):
             ctx.existing_file(upstream, key, parts)
         check_http_upstream(ctx, upstream, parts)  # kind http (gateway/config/kinds.py)
+        check_grpc_plaintext(ctx, upstream, parts)  # the actor token over the network
         if text(upstream, "kind") in ("http", "mcp"):
             continue
         if "descriptor_set" in upstream and text(upstream, "kind", "grpc") == "procedure":

@@ -24,6 +24,7 @@ from gateway.upstream.httpspec import BODY_METHODS, HttpRoute, HttpUpstream, par
 from gateway.upstream.mcpspec import McpUpstream, OAuthClient
 
 __all__ = [
+    "check_grpc_plaintext",
     "check_http_capability",
     "check_http_upstream",
     "check_mcp_capability",
@@ -76,6 +77,32 @@ def check_http_upstream(ctx: Ctx, upstream: LDict, parts: PathParts) -> None:
     base = text(mapping(upstream.get("http")), "base_path")
     if any(segment in _DOT_SEGMENTS for segment in base.split("/")):
         ctx.fail((*parts, "http", "base_path"), "a . or .. segment is not allowed")
+
+
+def check_grpc_plaintext(ctx: Ctx, upstream: LDict, parts: PathParts) -> None:
+    """`kind: grpc`/`kind: procedure` (ADR 0033): every call carries the gateway-signed actor
+    token, a bearer credential for its lifetime, so without TLS the upstream must be on this
+    machine (a loopback address or a unix socket), unless `allow_plaintext: true` says the
+    network itself is encrypted or trusted (a service mesh's mTLS, a node-local link)."""
+    kind = text(upstream, "kind", "grpc")
+    if kind in ("http", "mcp"):
+        if "allow_plaintext" in upstream:  # ADR 0032: their credentials need TLS off loopback
+            ctx.fail((*parts, "allow_plaintext"), "only used with kind grpc or procedure")
+        return
+    if upstream.get("tls") is True:
+        if "allow_plaintext" in upstream:
+            ctx.fail((*parts, "allow_plaintext"), "only used with tls: false")
+        return
+    address = text(upstream, "address")
+    if address.startswith("unix:") or upstream.get("allow_plaintext") is True:
+        return
+    if ":" in address and not _loopback(address.rsplit(":", 1)[0]):
+        ctx.fail(
+            (*parts, "address"),
+            "the actor token would travel in plaintext: tls: false needs a loopback address "
+            "or a unix socket, or allow_plaintext: true where the network itself is encrypted "
+            "or trusted (a service mesh's mTLS)",
+        )
 
 
 def _host_port(address: str) -> bool:

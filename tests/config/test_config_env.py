@@ -9,9 +9,9 @@ from gateway.config import ConfigError, load_settings
 
 def test_variables_are_substituted_inside_string_scalars(write, base, env):
     base["upstreams"]["things"]["address"] = "{{ env.HOST }}:{{env.PORT}}"
-    env.update(HOST="10.0.0.7", PORT="6000")
+    env.update(HOST="127.0.0.7", PORT="6000")
     settings = load_settings(write(base), environ=env)
-    assert settings.upstreams["things"].address == "10.0.0.7:6000"
+    assert settings.upstreams["things"].address == "127.0.0.7:6000"
 
 
 def test_a_value_is_never_parsed_as_yaml(write, base, env):
