@@ -358,6 +358,12 @@ class HttpCall:
         self._effect_free = effect_free
         self._rerun_safe = rerun_safe or effect_free
         self.full_method = f"{route.method} {spec.base_path}{route.template}"
+        # The attempt span's attributes (OpenTelemetry HTTP client conventions): the method and
+        # the path template, never the path with the caller's values in it (SI-10).
+        self.span_attributes: dict[str, str] = {
+            "http.request.method": route.method,
+            "url.template": f"{spec.base_path}{route.template}",
+        }
         self.route = route
         self._client = client
         self._upstream = upstream.name

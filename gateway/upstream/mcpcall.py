@@ -170,6 +170,13 @@ class McpToolCall:
     def __init__(self, client: McpClient, tool: Mapping[str, Any], generation: int) -> None:
         self.tool = str(tool["name"])
         self.full_method = f"tools/call {self.tool}"
+        # The attempt span's attributes: MCP is JSON-RPC (as the MCP listener's SERVER span).
+        self.span_attributes: dict[str, str] = {
+            "rpc.system": "jsonrpc",
+            "rpc.method": "tools/call",
+            "mcp.method.name": "tools/call",
+            "gen_ai.tool.name": self.tool,
+        }
         self._client = client
         self._signature = _signature(tool)
         self._checked = generation  # the client's tool-list generation the schemas are from
