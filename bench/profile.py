@@ -7,7 +7,10 @@ ranked by their own time and by cumulative time, each as µs per governed call. 
 pure-Python call overhead and counts every resumption of a coroutine as a call; use the ranking,
 and take absolute µs from bench.micro and report.json's per-stage figures (unprofiled).
 
-    python -m bench.profile [--seconds 10] [--concurrency 16] [--summary]
+    python -m bench.profile [--seconds 10] [--concurrency 16] [--summary] [--bare]
+
+`--bare` profiles the gateway's skeleton instead (`bench.rounds --bare`: one capability with
+nothing to govern, no audit sink, no tracing).
 
 The first table is the per-stage breakdown `make bench` prints: own time summed by code area
 (each pipeline stage module under gateway/stages/, the gateway packages such as gateway/audit
@@ -29,7 +32,7 @@ from pathlib import Path
 
 import uvloop
 
-from bench import fixtures, procs
+from bench import fixtures, procs, rounds
 from gateway.config.loader import load_settings
 from gateway.redis_server import RedisProcess
 from gateway.serve import start
@@ -124,30 +127,31 @@ def _table(stats: pstats.Stats, key: str, calls: int, limit: int) -> str:
     return "\n".join(out)
 
 
-async def profile(seconds: float, concurrency: int) -> str:
+async def profile(seconds: float, concurrency: int, bare: bool = False) -> str:
     run_dir = Path(tempfile.mkdtemp(prefix="cgp-"))
     redis = RedisProcess(run_dir / "redis").start()
     up = procs.upstream(run_dir)
     generator = procs.Generator(run_dir)
     os.environ.update(procs.gateway_env(run_dir))
     secret = fixtures.new_secret()
-    config = fixtures.write_config(
-        run_dir / "gateway.yaml",
-        fixtures.gateway_config(
-            run_dir=run_dir,
-            upstream=f"127.0.0.1:{up.ready['port']}",
-            redis_url=redis.url,
-            secret=secret,
-            hmac_key=fixtures.new_secret(),
-        ),
+    settings = fixtures.gateway_config(
+        run_dir=run_dir,
+        upstream=f"127.0.0.1:{up.ready['port']}",
+        redis_url=redis.url,
+        secret=secret,
+        hmac_key=fixtures.new_secret(),
     )
+    capability = "bench.p3"
+    if bare:  # the gateway's skeleton (bench.rounds --bare): nothing to govern
+        settings, capability = rounds.bare_config(settings), rounds.BARE_CAPABILITY
+    config = fixtures.write_config(run_dir / "gateway.yaml", settings)
     gw = await start(load_settings(config))
     try:
         job = {
             "kind": "unary",
             "target": f"127.0.0.1:{gw.ports()['agents']}",
             "method": "/capgate.v1.CapabilityGateway/Invoke",
-            "request": base64.b64encode(fixtures.invoke_request("bench.p3")).decode(),
+            "request": base64.b64encode(fixtures.invoke_request(capability)).decode(),
             "metadata": fixtures.bearer(secret, fixtures.AGENT, "capgate"),
             "check": "invoke",
             "expect": "completed",
@@ -170,7 +174,7 @@ async def profile(seconds: float, concurrency: int) -> str:
     stats = pstats.Stats(profiler, stream=io.StringIO())
     return "\n".join(
         [
-            f"governed Invoke (bench.p3), {concurrency} in flight, {calls} calls in "
+            f"governed Invoke ({capability}), {concurrency} in flight, {calls} calls in "
             f"{result['elapsed_s']} s under cProfile ({result['calls_per_s']} calls/s, "
             f"p50 {result['p50_ms']} ms); figures are per governed call",
             "",
@@ -194,9 +198,12 @@ def main() -> None:
     parser.add_argument(
         "--summary", action="store_true", help="print only the per-stage breakdown (make bench)"
     )
+    parser.add_argument(
+        "--bare", action="store_true", help="profile the gateway's skeleton (bench.rounds --bare)"
+    )
     args = parser.parse_args()
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    text = uvloop.run(profile(args.seconds, args.concurrency))
+    text = uvloop.run(profile(args.seconds, args.concurrency, args.bare))
     OUT.write_text(text)
     print(text.split("\n\n== by own time ==")[0] if args.summary else text)
     print(f"wrote {OUT}")
