@@ -113,4 +113,8 @@ class Call:
     hook_calls: list[dict[str, Any]] = field(default_factory=list)
     input_update: dict[str, Any] | None = None
     dry_run: bool = False  # CapabilityGateway.Check: hooks are told nothing will run
-    extra: dict[str, Any] = field(default_factory=dict)
+    upstream_s: float = 0.0  # time in upstream attempts (stage 11), summed over retries
+    # The audit events' input HMAC (gateway/audit/events.py), and the input it is of: a
+    # hook that replaces `input` makes it stale, so it is recomputed for the new object.
+    input_hmac: tuple[str, str] | None = None
+    input_hmac_of: Any = None

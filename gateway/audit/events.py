@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from policy import Evaluation
 
 MAX_TEXT: Final = 256
-_HMAC_KEY: Final = "input_hmac"
 # google.rpc.ErrorInfo.reason is a constant like ORDER_NOT_FOUND; anything else is not kept.
 _MACHINE_REASON: Final = re.compile(r"[A-Z][A-Z0-9_]{0,62}")
 # Letters and marks that render as nothing (Hangul fillers, braille blank, variation selectors).
@@ -122,18 +121,21 @@ def hasher_for(settings: AuditSettings) -> InputHasher | None:
 
 
 def _input_hmac(call: Call) -> tuple[str, str] | None:
-    cached = call.extra.get(_HMAC_KEY)
-    if cached is not None or call.input is None:
-        return cached
+    """The HMAC of the call's current input, computed once per input object."""
+    value = call.input
+    if value is None:
+        return None
+    if call.input_hmac is not None and call.input_hmac_of is value:
+        return call.input_hmac
     hasher = hasher_for(call.snapshot.settings.audit)
     if hasher is None:
         return None
     try:
-        cached = (hasher.digest(call.input), hasher.key_id)
+        digest = (hasher.digest(value), hasher.key_id)
     except TypeError:
         return None
-    call.extra[_HMAC_KEY] = cached
-    return cached
+    call.input_hmac, call.input_hmac_of = digest, value
+    return digest
 
 
 def _stance_list(ev: Evaluation | None, phase: str) -> list[dict[str, Any]]:
@@ -238,9 +240,8 @@ def failure_fields(call: Call, err: CapabilityError, duration_ms: float) -> dict
     contract = err.details.get("contract_reason")
     if isinstance(contract, str) and _MACHINE_REASON.fullmatch(contract):
         fields["contract_reason"] = contract
-    upstream_s = call.extra.get("upstream_s")
-    if upstream_s:
-        fields["upstream_ms"] = round(upstream_s * 1000, 3)
+    if call.upstream_s:
+        fields["upstream_ms"] = round(call.upstream_s * 1000, 3)
     fields["stances"] = stances(call)  # every terminal event: each stance of each phase run
     return fields
 
@@ -251,9 +252,8 @@ def completion_fields(call: Call, duration_ms: float) -> dict[str, Any]:
         "attempt": call.attempts,
         "duration_ms": duration_ms,
     }
-    upstream_s = call.extra.get("upstream_s")
-    if upstream_s:
-        fields["upstream_ms"] = round(upstream_s * 1000, 3)
+    if call.upstream_s:
+        fields["upstream_ms"] = round(call.upstream_s * 1000, 3)
     if call.cache:
         fields["cache"] = call.cache  # hit | miss, capabilities with a cache (docs/cache.md)
     fields["stances"] = stances(call)

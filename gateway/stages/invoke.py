@@ -118,7 +118,7 @@ class _Attempts:
                 raise
             finally:
                 elapsed = time.perf_counter() - started
-                self._call.extra["upstream_s"] = self._call.extra.get("upstream_s", 0.0) + elapsed
+                self._call.upstream_s += elapsed
                 metrics.upstream_duration.observe(elapsed, (self._upstream, code))
 
 

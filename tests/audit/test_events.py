@@ -86,6 +86,18 @@ def test_the_input_hmac_binds_the_value_not_its_spelling_and_names_its_key() -> 
     assert "o-1" not in str(a)  # a keyed digest, never the value (SI-10)
 
 
+def test_an_input_a_hook_replaced_gets_its_own_hmac() -> None:
+    # Computed once per input object: later events of the call reuse it, and a pre-hook that
+    # replaces the input (input_update) makes the events after it carry the new input's HMAC.
+    call = call_with({"order_id": "o-1"})
+    first = build("capability.requested", call, 0)["input_hmac"]
+    assert build("capability.denied", call, 0)["input_hmac"] == first
+    call.input = {"order_id": "o-2"}
+    replaced = build("capability.started", call, 0)["input_hmac"]
+    assert replaced != first
+    assert replaced == InputHasher(KEY.encode(), "k1").digest({"order_id": "o-2"})
+
+
 def test_rotating_the_key_changes_the_digest_and_the_key_id() -> None:
     value = {"order_id": "o-1"}
     old = build("capability.started", call_with(value), 0)
@@ -95,10 +107,10 @@ def test_rotating_the_key_changes_the_digest_and_the_key_id() -> None:
     assert new["input_hmac"] == InputHasher(KEY[::-1].encode(), "k2").digest(value)
 
 
-def test_the_hmac_is_computed_once_per_execution_and_not_without_a_key() -> None:
+def test_the_hmac_is_computed_once_per_input_and_not_without_a_key() -> None:
     call = call_with({"order_id": "o-1"})
     first = build("capability.started", call, 0)
-    call.input = {"order_id": "changed"}  # later events of the same execution reuse the digest
+    call.input["order_id"] = "mutated"  # the same object: the digest is not computed again
     assert build("capability.completed", call, 0)["input_hmac"] == first["input_hmac"]
     assert "input_hmac" not in build("capability.started", call_with({"a": 1}, key=""), 0)
 
@@ -147,7 +159,7 @@ def test_terminal_fields_follow_the_error_table() -> None:
 def test_completion_records_attempts_and_upstream_time() -> None:
     call = call_with({"a": 1})
     call.attempts = 2
-    call.extra["upstream_s"] = 0.0123
+    call.upstream_s = 0.0123
     assert completion_fields(call, 15.0) == {
         "outcome": "completed",
         "attempt": 2,
