@@ -120,13 +120,29 @@ def _cpu(pids: tuple[int, ...]) -> float:
     return sum(procs.cpu_seconds(pid) for pid in pids)
 
 
+def context_switches(pids: tuple[int, ...]) -> int:
+    """Voluntary and involuntary context switches so far, over every thread of `pids`."""
+    total = 0
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                status = (task / "status").read_text()
+            except OSError:  # the thread ended between the listing and the read
+                continue
+            for line in status.splitlines():
+                if "ctxt_switches:" in line:  # voluntary_ and nonvoluntary_
+                    total += int(line.split(":", 1)[1])
+    return total
+
+
 def measure(run: Callable[[], dict[str, Any]], pids: tuple[int, ...]) -> dict[str, Any]:
-    before = _cpu(pids)
+    before, switches = _cpu(pids), context_switches(pids)
     result: dict[str, Any] = run()
     if result.get("failed"):
         return result
     n = max(result["calls"] + result["errors"] + result.get("warmup_calls", 0), 1)
     result["server_cpu_us"] = round((_cpu(pids) - before) / n * 1e6, 1)
+    result["context_switches_per_call"] = round((context_switches(pids) - switches) / n, 2)
     return result
 
 
@@ -379,7 +395,7 @@ def rounds(
                 figures[name.replace("governed_vs_proxy", "governed_vs_bare")] = _summary(vals)
         for side in names:
             for level in (1, 64):
-                for key in ("server_cpu_us", "calls_per_s", "p50_ms"):
+                for key in ("server_cpu_us", "calls_per_s", "p50_ms", "context_switches_per_call"):
                     vals = [
                         float(p[f"{side}_{level}"][key])
                         for p in ps

@@ -39,3 +39,4 @@ def test_one_round_with_the_skeleton_reports_every_pair(tmp_path: Path) -> None:
     assert set(cells) == {f"{s}_{n}" for s in ("governed", "proxy", "bare") for n in (1, 64)}
     for name, cell in cells.items():
         assert cell["calls"] > 0 and cell["errors"] == 0 and cell["bad"] == 0, (name, cell)
+        assert cell["context_switches_per_call"] > 0, (name, cell)  # the server's threads
