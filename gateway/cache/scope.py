@@ -21,6 +21,7 @@ from policy.schematypes import CONTEXT_TYPES, TypeBuilder
 __all__ = [
     "ScopeKey",
     "ScopeKeyError",
+    "actor_names",
     "actor_reads",
     "actor_scope",
     "reads_actor",
@@ -31,48 +32,107 @@ _VARIABLES: Final = ("actor", "capability", "request")
 _KINDS: Final = (cel.Type.STRING, cel.Type.INT, cel.Type.UINT, cel.Type.DYN)
 
 
-# A string literal (triple, single or double quoted; a raw or bytes prefix stays outside and
-# is harmless): left out before looking for `actor`, so a literal holding the word is no read.
-_LITERAL: Final = re.compile(
-    r"'''.*?'''" r'|""".*?"""' r"|'(?:\\.|[^'\\])*'" r'|"(?:\\.|[^"\\])*"',
+# CEL text, token by token: comments and string literals first, so that neither can hide a
+# read of `actor` (an apostrophe in a comment) nor fake one (a comment or literal naming it).
+_TOKEN: Final = re.compile(
+    r"(?P<comment>//[^\n]*)"
+    r"|(?P<string>(?:[rRbB]{1,2})?(?:'''.*?'''|\"\"\".*?\"\"\""
+    r"|'(?:\\.|[^'\\\n])*'|\"(?:\\.|[^\"\\\n])*\"))"
+    r"|(?P<name>[A-Za-z_]\w*)"
+    r"|(?P<space>\s+)"
+    r"|(?P<other>.)",
     re.S,
 )
-_ACTOR: Final = re.compile(r"(?<![\w.])actor(?!\w)")
+_PLAIN_LITERAL: Final = re.compile(r"'([^'\\\n]*)'|\"([^\"\\\n]*)\"")
+
+# One use of the variable `actor`: the fields read off it (`actor.attributes.customer` and
+# `actor.attributes['customer']` are ("attributes", "customer")), and whether the path is used
+# as a value as it is ("value") or only as the receiver of a method or macro ("call") or of
+# an index that is not a plain literal ("index"). `actor` alone, `(actor).id`, is ().
+_Use = tuple[tuple[str, ...], str]
+
+
+def _tokens(expression: str) -> list[tuple[str, str]]:
+    return [
+        (m.lastgroup or "other", m.group())
+        for m in _TOKEN.finditer(expression)
+        if m.lastgroup not in ("comment", "space")
+    ]
+
+
+def _uses(expression: str) -> tuple[list[_Use], bool]:
+    """Every use of `actor`, and whether a macro binds the name `actor` (`x.map(actor, ...)`),
+    which makes any `actor` in the text possibly something else."""
+    toks = _tokens(expression)
+    uses: list[_Use] = []
+    bound = False
+
+    def at(i: int) -> tuple[str, str]:
+        return toks[i] if 0 <= i < len(toks) else ("edge", "")
+
+    for i, (kind, text) in enumerate(toks):
+        if kind != "name" or text != "actor" or at(i - 1)[1] == ".":
+            continue  # another name, or a field called actor (`input.actor`)
+        if at(i - 1)[1] == "(" and at(i + 1)[1] == ",":
+            bound = True
+        path: list[str] = []
+        j, how = i + 1, "value"
+        while True:
+            if at(j)[1] == "." and at(j + 1)[0] == "name":
+                if at(j + 2)[1] == "(":
+                    how = "call"
+                    break
+                path.append(at(j + 1)[1])
+                j += 2
+            elif at(j)[1] == "[":
+                literal = (
+                    _PLAIN_LITERAL.fullmatch(at(j + 1)[1]) if at(j + 1)[0] == "string" else None
+                )
+                if literal is None or at(j + 2)[1] != "]":
+                    how = "index"
+                    break
+                path.append(literal.group(1) if literal.group(1) is not None else literal.group(2))
+                j += 3
+            else:
+                break
+        uses.append((tuple(path), how))
+    return uses, bound
 
 
 def reads_actor(expression: str) -> bool:
-    """Whether a CEL text names the `actor` variable (outside string literals; a field named
-    `actor`, as in `input.actor`, is not the variable). Conservative: any mention counts."""
-    return _ACTOR.search(_LITERAL.sub("''", expression)) is not None
-
-
-# `actor` and the dotted fields read off it: `actor.attributes.customer` is
-# ("attributes", "customer"); anything else after the variable (`(actor).id`, `actor[...]`,
-# `actor` alone) reads what came before it, at worst the whole actor, ().
-_ACTOR_PATH: Final = re.compile(r"(?<![\w.])actor((?:\s*\.\s*[A-Za-z_]\w*)*)(?!\w)")
-_SEGMENT: Final = re.compile(r"[A-Za-z_]\w*")
+    """Whether a CEL text uses the `actor` variable (outside comments and string literals; a
+    field named `actor`, as in `input.actor`, is not the variable). Any use counts."""
+    return bool(_uses(expression)[0])
 
 
 def actor_reads(expression: str) -> set[tuple[str, ...]]:
-    """The parts of `actor` a CEL text reads, as field paths; () is the whole actor.
-    Conservative: `has(actor.x)` reads `x`, and a path followed by an index or a call
-    (`actor.attributes['k']`, `actor.roles.exists(...)`) reads the path before it."""
-    text = _LITERAL.sub("''", expression)
-    found: set[tuple[str, ...]] = set()
-    for match in _ACTOR_PATH.finditer(text):
-        path = tuple(_SEGMENT.findall(match.group(1)))
-        if path and text[match.end() :].lstrip().startswith("("):
-            path = path[:-1]  # a method call (`actor.id.startsWith(...)`): its receiver
-        found.add(path)
-    return found
+    """The parts of `actor` a CEL text may read, as field paths; () is the whole actor.
+    Conservative: a method, macro or computed index reads the whole path it is applied to
+    (`actor.roles.exists(...)` reads `roles`), and a macro binding the name `actor` makes the
+    text read the whole actor."""
+    uses, bound = _uses(expression)
+    if bound:
+        return {()}
+    return {path for path, _ in uses}
+
+
+def actor_names(expression: str) -> set[tuple[str, ...]]:
+    """The actor fields a scope key certainly names: field paths used as values, never the
+    receiver of a method or macro, a computed index, the whole actor, or anything in a text
+    where a macro binds the name `actor`."""
+    uses, bound = _uses(expression)
+    if bound:
+        return set()
+    return {path for path, how in uses if how == "value" and path}
 
 
 def uncovered_reads(mapper: str, key: str) -> list[str]:
-    """The actor fields `mapper` reads that the scope key expression never names (none of the
-    key's actor paths is the field or a part containing it), as dotted text, sorted: a cache
-    keyed so would hand one caller's mapped request's answer to another. A key that names a
-    field may still not tell callers apart by it; that the config cannot see."""
-    named = actor_reads(key)
+    """The actor fields `mapper` may read that the scope key expression does not name (no
+    field path the key uses as a value is the field or a part containing it), as dotted text,
+    sorted: a cache keyed so would hand one caller's mapped request's answer to another. A
+    key that names a field may still not tell callers apart by it; that the config cannot
+    see (docs/cache.md)."""
+    named = actor_names(key)
     missing = [
         path for path in actor_reads(mapper) if not any(path[: len(part)] == part for part in named)
     ]

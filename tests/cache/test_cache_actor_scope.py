@@ -105,6 +105,8 @@ def _mine_cache_line(path: Path) -> int:
         ("Request{customer_id: 'actor'}", False),
         ('Request{customer_id: "it\\"s the actor"}', False),
         ("Request{customer_id: actor_id}", False),
+        ("// actor.id\nRequest{customer_id: input.x}", False),
+        ("Request{\n // the caller's id\n customer_id: actor.id, note: 'x'}", True),
     ],
 )
 def test_reads_actor_sees_the_variable_not_literals_or_fields(text: str, reads: bool) -> None:
@@ -163,21 +165,22 @@ async def _loads(path: Path) -> bool:
     return True
 
 
+CUSTOMER = "Request{customer_id: actor.attributes.customer}"
+
+
 @pytest.mark.parametrize(
     ("mapper", "key", "missing"),
     [
-        (
-            "Request{customer_id: actor.attributes.customer}",
-            "actor.attributes.tenant",
-            ["actor.attributes.customer"],
-        ),
-        ("Request{customer_id: actor.attributes.customer}", "actor.attributes.customer", []),
-        ("Request{customer_id: actor.attributes.customer}", "string(actor.attributes)", []),
+        (CUSTOMER, "actor.attributes.tenant", ["actor.attributes.customer"]),
+        (CUSTOMER, "actor.attributes.customer", []),
+        (CUSTOMER, "actor.attributes['customer']", []),  # a plain literal index is a field
+        (CUSTOMER, "actor.attributes.tenant + '/' + actor.attributes.customer", []),
         ("Request{customer_id: actor.id}", "actor.attributes.tenant", ["actor.id"]),
         ("Request{customer_id: actor.id.lowerAscii()}", "actor.id", []),
         ("Request{customer_id: (actor).id}", "actor.id", ["actor"]),  # the whole actor
+        ("Request{customer_id: actor.attributes['customer']}", "actor.attributes.customer", []),
         (
-            "Request{customer_id: actor.attributes['customer']}",
+            "Request{c: actor.attributes[input.which]}",
             "actor.attributes.customer",
             ["actor.attributes"],
         ),
@@ -188,6 +191,34 @@ async def _loads(path: Path) -> bool:
             "actor.id",
             ["actor.attributes.customer"],
         ),
+        # Comments hide nothing and name nothing: an apostrophe in one is no string literal.
+        (
+            "Request{\n  // the caller's customer\n"
+            "  customer_id: actor.attributes.customer,\n  note: 'x'}",
+            "actor.attributes.tenant",
+            ["actor.attributes.customer"],
+        ),
+        (
+            CUSTOMER,
+            "actor.attributes.tenant // actor.attributes.customer",
+            ["actor.attributes.customer"],
+        ),
+        # A key gets credit only for field paths it uses as values.
+        (CUSTOMER, "actor.attributes['tenant']", ["actor.attributes.customer"]),
+        (CUSTOMER, "(actor).attributes.tenant", ["actor.attributes.customer"]),
+        (
+            CUSTOMER,
+            "actor.attributes.exists(k, k == 'customer') ? 'a' : 'b'",
+            ["actor.attributes.customer"],
+        ),
+        (CUSTOMER, "actor.attributes[request.surface]", ["actor.attributes.customer"]),
+        (
+            CUSTOMER,
+            "[actor.id].map(actor, actor.attributes.customer)[0]",
+            ["actor.attributes.customer"],
+        ),
+        # A macro binding the name makes the mapping read the whole actor.
+        ("Request{ids: input.items.map(actor, actor.id)}", "actor.id", ["actor"]),
     ],
 )
 def test_uncovered_reads_names_each_actor_field_the_key_leaves_out(
