@@ -85,16 +85,17 @@ def check_grpc_plaintext(ctx: Ctx, upstream: LDict, parts: PathParts) -> None:
     machine (a loopback address or a unix socket), unless `allow_plaintext: true` says the
     network itself is encrypted or trusted (a service mesh's mTLS, a node-local link)."""
     kind = text(upstream, "kind", "grpc")
+    allowed = upstream.get("allow_plaintext") is True  # an explicit false says nothing
     if kind in ("http", "mcp"):
-        if "allow_plaintext" in upstream:  # ADR 0032: their credentials need TLS off loopback
+        if allowed:  # ADR 0032: their credentials need TLS off loopback
             ctx.fail((*parts, "allow_plaintext"), "only used with kind grpc or procedure")
         return
     if upstream.get("tls") is True:
-        if "allow_plaintext" in upstream:
+        if allowed:
             ctx.fail((*parts, "allow_plaintext"), "only used with tls: false")
         return
     address = text(upstream, "address")
-    if address.startswith("unix:") or upstream.get("allow_plaintext") is True:
+    if address.startswith("unix:") or allowed:
         return
     if ":" in address and not _loopback(address.rsplit(":", 1)[0]):
         ctx.fail(
@@ -135,14 +136,19 @@ def _check_headers(ctx: Ctx, upstream: LDict, parts: PathParts) -> None:
 
 
 def _loopback(host: str) -> bool:
-    """Whether a host of an address names this machine: localhost, 127.0.0.0/8, ::1."""
+    """Whether a host of an address names this machine: localhost, 127.0.0.0/8, ::1. An
+    IPv4-mapped IPv6 address (`::ffff:127.0.0.1`) is not: Python 3.13 calls it loopback,
+    3.11 does not, and the answer must not depend on the interpreter."""
     host = host.removeprefix("[").removesuffix("]")
     if host.lower() == "localhost":
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(host)
     except ValueError:
         return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return False
+    return address.is_loopback
 
 
 def _configured_credentials(upstream: LDict) -> str:

@@ -89,3 +89,25 @@ def test_tls_needs_no_allowance_and_refuses_one(
     assert [(p.path_in_file, p.message) for p in info.value.problems] == [
         ("upstreams.proc.allow_plaintext", "only used with tls: false")
     ]
+
+
+def test_an_explicit_allow_plaintext_false_is_the_default_everywhere(
+    write: Any, base: dict[str, Any], env: dict[str, str]
+) -> None:
+    base["upstreams"]["proc"] = {
+        "address": "orders.default.svc:443",
+        "kind": "procedure",
+        "tls": True,
+        "allow_plaintext": False,
+    }
+    assert load_settings(write(base), environ=env).upstreams["proc"].allow_plaintext is False
+    base["upstreams"]["proc"] = {
+        "address": "orders.default.svc:50052",
+        "kind": "procedure",
+        "allow_plaintext": False,
+    }
+    with pytest.raises(ConfigError) as info:
+        load_settings(write(base), environ=env)
+    assert [(p.path_in_file, p.message) for p in info.value.problems] == [
+        ("upstreams.proc.address", REFUSED)
+    ]
