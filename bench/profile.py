@@ -10,7 +10,7 @@ and take absolute µs from bench.micro and report.json's per-stage figures (unpr
     python -m bench.profile [--seconds 10] [--concurrency 16] [--summary] [--bare]
 
 `--bare` profiles the gateway's skeleton instead (`bench.rounds --bare`: one capability with
-nothing to govern, no audit sink, no tracing).
+nothing to govern, no audit sink, no tracing) into bench/out/profile_bare.txt.
 
 The first table is the per-stage breakdown `make bench` prints: own time summed by code area
 (each pipeline stage module under gateway/stages/, the gateway packages such as gateway/audit
@@ -38,6 +38,7 @@ from gateway.redis_server import RedisProcess
 from gateway.serve import start
 
 OUT = Path(__file__).parent / "out" / "profile.txt"
+OUT_BARE = OUT.with_name("profile_bare.txt")  # --bare: the skeleton's, beside the governed one
 
 
 _STDLIB = Path(os.__file__).resolve().parent
@@ -170,13 +171,15 @@ async def profile(seconds: float, concurrency: int, bare: bool = False) -> str:
     calls = int(result["calls"])
     if calls == 0 or result.get("errors") or result.get("bad"):
         raise SystemExit(f"profile run failed: {result}")
-    profiler.dump_stats(str(OUT.with_suffix(".pstats")))  # for pstats/snakeviz digging
+    out = OUT_BARE if bare else OUT
+    profiler.dump_stats(str(out.with_suffix(".pstats")))  # for pstats/snakeviz digging
     stats = pstats.Stats(profiler, stream=io.StringIO())
     return "\n".join(
         [
-            f"governed Invoke ({capability}), {concurrency} in flight, {calls} calls in "
+            f"{'the skeleton (--bare)' if bare else 'governed'} Invoke ({capability}), "
+            f"{concurrency} in flight, {calls} calls in "
             f"{result['elapsed_s']} s under cProfile ({result['calls_per_s']} calls/s, "
-            f"p50 {result['p50_ms']} ms); figures are per governed call",
+            f"p50 {result['p50_ms']} ms); figures are per call",
             "",
             "== per-stage breakdown: own time by code area ==",
             breakdown(stats, calls),
@@ -202,11 +205,12 @@ def main() -> None:
         "--bare", action="store_true", help="profile the gateway's skeleton (bench.rounds --bare)"
     )
     args = parser.parse_args()
-    OUT.parent.mkdir(parents=True, exist_ok=True)
+    out = OUT_BARE if args.bare else OUT
+    out.parent.mkdir(parents=True, exist_ok=True)
     text = uvloop.run(profile(args.seconds, args.concurrency, args.bare))
-    OUT.write_text(text)
+    out.write_text(text)
     print(text.split("\n\n== by own time ==")[0] if args.summary else text)
-    print(f"wrote {OUT}")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -160,8 +160,9 @@ def _summary(values: list[float]) -> dict[str, Any]:
 def bare_config(config: dict[str, Any]) -> dict[str, Any]:
     """The gateway's skeleton: the same listeners, upstream and auth, with nothing to govern.
     One capability, `bench.bare`, with no policy, no output schema, no redaction and the
-    loosest input schema a procedure upstream allows; no audit sink; no tracing. What it costs
-    over the bare proxy is what the request path costs before any governance."""
+    loosest input schema a procedure upstream allows; no audit sink (the events are still
+    built: nothing receives them); no tracing. What it costs over the bare proxy is what the
+    request path costs before any governance."""
     out = deepcopy(config)
     out["audit"]["sinks"] = []
     out["telemetry"] = {"tracing": False, "otlp": False}
