@@ -108,16 +108,16 @@ def build(calls: Counter[str]) -> MCPServer:
 
 
 class _Recorder:
-    """Keeps the headers of the last requests (tests assert what capgate forwarded)."""
+    """Keeps the headers of the last requests, and each one's HTTP method as `:method` (tests
+    assert what capgate forwarded, and that it ended its session)."""
 
     def __init__(self, app: Any, seen: deque[dict[str, str]]) -> None:
         self.app, self.seen = app, seen
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            self.seen.append(
-                {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-            )
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            self.seen.append({":method": scope["method"], **headers})
         await self.app(scope, receive, send)
 
 

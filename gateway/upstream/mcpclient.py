@@ -15,6 +15,12 @@
 - `protocol: auto` sends `server/discover` in the stateless era first and keeps that era when
   the server lists `2026-07-28`; anything else falls back to `initialize`.
 
+- Ending: a request abandoned after it went out (the caller cancelled, the deadline passed) is
+  followed by `notifications/cancelled` with its id, because an MCP server does not take a
+  closed connection for a cancellation; at shutdown a handshake-era session is ended with an
+  HTTP `DELETE` carrying its `Mcp-Session-Id`. Both are bounded (`_FAREWELL_S`) and best
+  effort: a server that refuses or does not answer changes nothing for the caller.
+
 An answer is `application/json` or a `text/event-stream` whose events are read until the
 response with the request's id (bounded by `max_response_bytes`). A
 `notifications/tools/list_changed` seen in a stream starts a new tool-list `generation`.
@@ -55,6 +61,7 @@ _CAPABILITIES_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
 _CLIENT_INFO_KEY: Final = "io.modelcontextprotocol/clientInfo"
 _LIST_CHANGED: Final = "notifications/tools/list_changed"
 _RETRYABLE: Final = frozenset({429, 503})
+_FAREWELL_S: Final = 2.0  # a notifications/cancelled or the session's DELETE, each
 _MAX_TOOL_PAGES: Final = 100
 
 
@@ -102,6 +109,7 @@ class McpClient:
         # Counts the tools/list_changed notifications seen; a tool list is of one generation.
         self.generation = 0
         self._tools: tuple[int, list[dict[str, Any]]] | None = None
+        self._farewells: set[asyncio.Task[None]] = set()  # notifications/cancelled in flight
 
     # -- the two calls capgate makes ---------------------------------------------------------
 
@@ -139,9 +147,49 @@ class McpClient:
         return await self.request("tools/call", params, sent=sent, extra=headers)
 
     async def aclose(self) -> None:
-        """Close what the client owns besides the pooled HTTP client (the token source's)."""
+        """End the session and close what the client owns besides the pooled HTTP client
+        (the token source's): the cancellations still in flight get their bound, then a
+        handshake-era session is ended with a DELETE (a 405, "not allowed", is an answer too)."""
+        if self._farewells:
+            await asyncio.wait(set(self._farewells), timeout=_FAREWELL_S)
+        if self.era == "handshake" and self._session_id:
+            session, self._session_id, self.era = self._session_id, None, None
+            headers = self._headers.copy()
+            headers.update({"mcp-protocol-version": self.version, "mcp-session-id": session})
+            await self._farewell(self._delete(headers))
         if self._oauth is not None:
             await self._oauth.close()
+
+    async def _delete(self, headers: httpx2.Headers) -> None:
+        if self._oauth is not None:
+            headers["authorization"] = f"Bearer {await self._oauth.token()}"
+        response = await self._client.request("DELETE", self._url, headers=headers)
+        await response.aclose()
+
+    async def _farewell(self, coro: Any) -> None:
+        """A best-effort message at the end of something: bounded, never raising."""
+        try:
+            async with asyncio.timeout(_FAREWELL_S):
+                await coro
+        except Exception:  # refused, unreachable, too slow: the caller's outcome stands
+            return
+
+    def _cancelled(self, request_id: Any, stateless: bool) -> None:
+        """Tell the server that the request with `request_id` is abandoned (from a task of
+        its own: the caller's task is being cancelled)."""
+        params: dict[str, Any] = {"requestId": request_id, "reason": "the caller cancelled"}
+        note = self._message("notifications/cancelled", params, stateless=stateless)
+        del note["id"]  # a notification
+        headers = (
+            self._stateless_headers("notifications/cancelled", params)
+            if stateless
+            else self._session_headers()
+        )
+        task = asyncio.get_running_loop().create_task(
+            self._farewell(self._post(note, headers, SentTracker())), name="mcp-cancelled"
+        )
+        self._farewells.add(task)
+        task.add_done_callback(self._farewells.discard)
 
     # -- requests ----------------------------------------------------------------------------
 
@@ -235,7 +283,12 @@ class McpClient:
         message = self._message(method, params, stateless=stateless)
         headers = self._stateless_headers(method, params) if stateless else self._session_headers()
         headers.update(extra)
-        status, _, body = await self._post(message, headers, sent)
+        try:
+            status, _, body = await self._post(message, headers, sent)
+        except asyncio.CancelledError:
+            if sent.sent:  # it went out: it may be running there
+                self._cancelled(message["id"], stateless)
+            raise
         if status == 404 and not stateless and self._session_id is not None:
             raise _SessionGone
         if status in AUTH_STATUSES:
