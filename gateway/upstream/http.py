@@ -558,11 +558,15 @@ class HttpClients:
         return made
 
     async def close(self) -> None:
-        for made in [m for _, m in self._shared.values()] + self._retired_shared:
-            closer = getattr(made, "aclose", None)
-            if closer is not None:
-                await closer()
+        # Together: each MCP client's farewell (its session's DELETE) has its own bound, and
+        # several upstreams must not add theirs up at shutdown.
+        closers = [
+            closer
+            for made in [m for _, m in self._shared.values()] + self._retired_shared
+            if (closer := getattr(made, "aclose", None)) is not None
+        ]
         self._shared, self._retired_shared = {}, []
+        await asyncio.gather(*(closer() for closer in closers))
         clients = [c for _, c in self._clients.values()] + self._retired
         self._clients, self._retired = {}, []
         for client in clients:
