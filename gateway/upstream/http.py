@@ -81,6 +81,7 @@ __all__ = [
     "map_response",
     "public_text",
     "request_for",
+    "retry_after",
     "transport_errors",
     "transport_failure",
 ]
@@ -212,7 +213,7 @@ def _contract_message(body: bytes, content_type: str) -> str:
     return GENERIC_MESSAGE
 
 
-def _retry_after(headers: httpx2.Headers) -> float | None:
+def retry_after(headers: httpx2.Headers) -> float | None:
     """`Retry-After` in seconds: delta-seconds, or an HTTP-date measured against the response's
     own `Date` (so no local clock is read); None when absent or unreadable."""
     raw = headers.get("retry-after", "").strip()
@@ -254,7 +255,7 @@ def map_response(
         raise answered(CapabilityError(AUTH_STATUSES[status], reason=reason), tag)
     if status in _RETRYABLE:
         error = CapabilityError(Code.UPSTREAM_UNAVAILABLE, reason=reason)
-        after = _retry_after(headers)
+        after = retry_after(headers)
         if after is not None:
             error.details[RETRY_AFTER_KEY] = after
         raise answered(error, tag)

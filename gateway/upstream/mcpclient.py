@@ -46,12 +46,18 @@ from gateway.upstream.http import (
     USER_AGENT,
     SentTracker,
     answered,
+    retry_after,
     transport_errors,
     transport_failure,
 )
 from gateway.upstream.mcpspec import HANDSHAKE_VERSIONS, STATELESS_VERSION, McpUpstream
 from gateway.upstream.oauth import TokenSource
-from gateway.upstream.state import UPSTREAM_STATUS_KEY, ExecutionState, with_state
+from gateway.upstream.state import (
+    RETRY_AFTER_KEY,
+    UPSTREAM_STATUS_KEY,
+    ExecutionState,
+    with_state,
+)
 
 __all__ = ["CLIENT_INFO", "McpClient", "McpProtocolError"]
 
@@ -284,7 +290,7 @@ class McpClient:
         headers = self._stateless_headers(method, params) if stateless else self._session_headers()
         headers.update(extra)
         try:
-            status, _, body = await self._post(message, headers, sent)
+            status, answer_headers, body = await self._post(message, headers, sent)
         except asyncio.CancelledError:
             if sent.sent:  # it went out: it may be running there
                 self._cancelled(message["id"], stateless)
@@ -298,6 +304,9 @@ class McpClient:
             error = CapabilityError(
                 Code.UPSTREAM_UNAVAILABLE, reason=f"upstream {self.upstream}: HTTP {status}"
             )
+            after = retry_after(answer_headers)  # the least wait before a retry, as for http
+            if after is not None:
+                error.details[RETRY_AFTER_KEY] = after
             raise answered(error, f"HTTP {status}")
         if status != 200:
             reason = f"upstream {self.upstream}: {method} answered HTTP {status}"
