@@ -25,7 +25,7 @@ from policy.loader import load_policy_set
 from policy.registry import hooks_from_config, registry_from_config, unknown_listed_policies
 from policy.render import evaluation_json, evaluation_text, report_json, report_text
 from policy.requests import request_from_data
-from policy.suites import run_suites
+from policy.suites import checked_hooks, run_suites
 
 __all__ = ["main"]
 
@@ -179,6 +179,11 @@ def _explain(args: argparse.Namespace) -> int:
         if not request.capability_policies:  # the ones the config lists for it
             request = replace(request, capability_policies=tuple(known.get("policies", ())))
     hooks = hooks_from_config(args.config) if args.config is not None else None
+    if hooks is not None and request.hooks:  # as a suite case's: what the gateway would bind
+        try:
+            request = replace(request, hooks=checked_hooks(request.hooks, hooks))
+        except ValueError as exc:
+            raise _UsageError(f"--request: {exc}") from None
     policy_set = load_policy_set(
         args.directory, registry=registry, backend=args.backend, hooks=hooks
     )

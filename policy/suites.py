@@ -133,7 +133,7 @@ def _run_suite(
         try:
             request = _request(case, suite, fixtures, set(policy_set.policy_names), registry)
             if "hooks" in case:
-                request["hooks"] = _hooks(case["hooks"], hooks)
+                request["hooks"] = checked_hooks(case["hooks"], hooks)
             phase, eval_request = request_from_data(request)
         except ValueError as exc:
             errors.append(LoadIssue(path, line, column, case["name"], None, str(exc)))
@@ -190,9 +190,10 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-def _hooks(given: Mapping[str, Mapping[str, Any]], declared: Hooks | None) -> dict[str, Any]:
-    """A case's hook context; with declarations, ValueError for anything the gateway would
-    not bind (an undeclared hook or attribute, a value not of the declared type)."""
+def checked_hooks(given: Mapping[str, Mapping[str, Any]], declared: Hooks | None) -> dict[str, Any]:
+    """A case's (or an explained request's) hook context; with declarations, ValueError for
+    anything the gateway would not bind (an undeclared hook or attribute, a value not of the
+    declared type)."""
     if declared is None:
         return {hook: dict(attrs) for hook, attrs in given.items()}
     for hook, attrs in given.items():

@@ -9,6 +9,7 @@ which declares `standing` with `{in_arrears: boolean, tier: string}`."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -98,3 +99,57 @@ def test_a_suite_schema_refuses_hook_values_that_are_not_scalars(tmp_path: Path)
     run = _policy_test(policies, "--config", str(CONFIG))
     assert run.returncode == 1
     assert "standing_test.yaml" in run.stdout
+
+
+def _explain(policies: Path, hooks: object, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    request = {
+        "phase": "invocation",
+        "surface": "mcp",
+        "now": "2025-03-04T10:00:00Z",
+        "actor": {"id": "u-alice", "kind": "user", "issuer": "https://idp.example.com"}
+        | {"roles": ["support"]},
+        "capability": {"id": "orders.refund"},
+        "input": {"order_id": "o-100", "amount": 120, "reason": "damaged in transit"},
+        "hooks": hooks,
+    }
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(request))
+    argv = ["explain", str(policies), "--request", str(path), "--config", str(CONFIG)]
+    return subprocess.run(
+        [CAPGATE, "policy", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("hooks", "message"),
+    [
+        ({"standing": {"in_arrears": "yes"}}, "hooks.standing.in_arrears: the hook declares"),
+        ({"standing": {"tier": 3}}, "hooks.standing.tier: the hook declares string"),
+        ({"standing": {"score": 0.5}}, "'score' is not in the hook's declared context"),
+        ({"fraud": {"score": 0.5}}, "no pre_invoke hook 'fraud' in the config"),
+    ],
+    ids=["string for boolean", "integer for string", "attr", "hook"],
+)
+def test_explain_refuses_hook_values_the_gateway_would_not_bind(
+    tmp_path: Path, hooks: object, message: str
+) -> None:
+    # A string "yes" is truthy nowhere in CEL, but an explain that took it would show a
+    # decision the gateway never makes; like a suite case, it is refused.
+    run = _explain(_policies(tmp_path), hooks, tmp_path)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert message in run.stderr, run.stderr
+    assert run.stdout == ""
+
+
+def test_explain_evaluates_declared_hook_values(tmp_path: Path) -> None:
+    policies = _policies(tmp_path)
+    arrears = _explain(policies, {"standing": {"in_arrears": True, "tier": "basic"}}, tmp_path)
+    assert arrears.returncode == 0, arrears.stderr
+    assert json.loads(arrears.stdout)["decision"] == "require-approval"
+    good = _explain(policies, {"standing": {"in_arrears": False, "tier": "gold"}}, tmp_path)
+    assert good.returncode == 0, good.stderr
+    assert json.loads(good.stdout)["decision"] == "allow"
