@@ -77,6 +77,7 @@ PUBLIC = {
         "map_response",
         "public_text",
         "request_for",
+        "retry_after",
         "transport_errors",
         "transport_failure",
     ],
