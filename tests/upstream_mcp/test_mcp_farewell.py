@@ -86,16 +86,19 @@ def slow_server(calls: Counter[str]) -> MCPServer:
     return server
 
 
+async def _gateway(tmp_path: Path, redis_server: RedisProcess, server: Running) -> Gateway:
+    path = tmp_path / "gateway.yaml"
+    path.write_text(CONFIG)
+    settings = load_settings(path, environ=environ(server, redis_server.url))
+    return await start(settings, extra_sinks=[MemorySink()])
+
+
 @pytest.fixture
 async def slow(
     tmp_path: Path, redis_server: RedisProcess
 ) -> AsyncIterator[tuple[Gateway, Running]]:
     server = await serve(make=slow_server)
-    path = tmp_path / "gateway.yaml"
-    path.write_text(CONFIG)
-    gw = await start(
-        load_settings(path, environ=environ(server, redis_server.url)), extra_sinks=[MemorySink()]
-    )
+    gw = await _gateway(tmp_path, redis_server, server)
     try:
         yield gw, server
     finally:
@@ -141,11 +144,7 @@ async def test_the_handshake_session_is_deleted_at_shutdown(
     redis_server: RedisProcess, tmp_path: Path
 ) -> None:
     server = await serve(make=slow_server)
-    path = tmp_path / "gateway.yaml"
-    path.write_text(CONFIG)
-    gw = await start(
-        load_settings(path, environ=environ(server, redis_server.url)), extra_sinks=[MemorySink()]
-    )
+    gw = await _gateway(tmp_path, redis_server, server)
     try:
         result = await _invoke(gw, "slow.quick", {})
         assert result.WhichOneof("outcome") == "completed", result
