@@ -31,6 +31,7 @@ __all__ = [
     "http_route",
     "http_upstream",
     "mcp_upstream",
+    "on_this_machine",
 ]
 
 _DOT_SEGMENTS = frozenset({".", ".."})
@@ -95,9 +96,9 @@ def check_grpc_plaintext(ctx: Ctx, upstream: LDict, parts: PathParts) -> None:
             ctx.fail((*parts, "allow_plaintext"), "only used with tls: false")
         return
     address = text(upstream, "address")
-    if address.startswith("unix:") or allowed:
+    if allowed:
         return
-    if ":" in address and not _loopback(address.rsplit(":", 1)[0]):
+    if ":" in address and not on_this_machine(address):
         ctx.fail(
             (*parts, "address"),
             "the actor token would travel in plaintext: tls: false needs a loopback address "
@@ -133,6 +134,12 @@ def _check_headers(ctx: Ctx, upstream: LDict, parts: PathParts) -> None:
                     (*parts, block, "headers", name),
                     f"{name} is set by capgate, not in headers",
                 )
+
+
+def on_this_machine(address: str) -> bool:
+    """Whether a `host:port` or `unix:` address is reached without leaving this machine: a
+    unix socket, or a loopback host (`_loopback`)."""
+    return address.startswith("unix:") or _loopback(address.rsplit(":", 1)[0])
 
 
 def _loopback(host: str) -> bool:

@@ -22,6 +22,7 @@ from gateway.config.build import jwt_auth
 from gateway.config.context import resolve
 from gateway.config.durations import parse_duration, whole_seconds
 from gateway.config.env import substitute
+from gateway.config.kinds import on_this_machine
 from gateway.config.problems import ConfigError, Problem
 from gateway.config.schema import config_schema
 from gateway.config.source import SourceFile, parse, problem_at
@@ -110,6 +111,17 @@ def build(root: Mapping[str, Any], base: Path, **overrides: Any) -> InboxSetting
     address = overrides.pop("admin_address", None) or admin.get("address")
     if not address:
         raise ValueError("the admin address is required (admin.address or --admin)")
+    if tls is None and admin.get("allow_plaintext") is not True and not on_this_machine(address):
+        # The inbox's token decides on behalf of approvers (on_behalf_of): never readable on
+        # the wire (ADR 0033).
+        raise ValueError(
+            f"admin address {address}: the inbox's credentials would travel in plaintext: "
+            "without admin.tls it must be a loopback address or a unix socket, or set "
+            "admin.allow_plaintext: true where the network itself is encrypted or trusted "
+            "(a service mesh's mTLS)"
+        )
+    if tls is not None and admin.get("allow_plaintext") is True:
+        raise ValueError("admin.allow_plaintext is only used without admin.tls")
     connection = AdminConnection(
         address=address,
         token=service,

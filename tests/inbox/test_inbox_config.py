@@ -88,9 +88,9 @@ def test_the_config_file_loads_with_its_environment(tmp_path: Path) -> None:
     assert settings.base_url.startswith("https://")
     assert JWT_SECRET not in repr(settings)  # secrets stay out of reprs and so out of logs
     override = load_inbox_settings(
-        write(tmp_path, CONFIG), environ=ENV, admin_address="10.0.0.1:9", listen="127.0.0.1:9999"
+        write(tmp_path, CONFIG), environ=ENV, admin_address="127.0.0.2:9", listen="127.0.0.1:9999"
     )
-    assert override.admin.address == "10.0.0.1:9"
+    assert override.admin.address == "127.0.0.2:9"
     assert override.listen == "127.0.0.1:9999"
 
 
@@ -145,6 +145,64 @@ def test_capgate_inbox_refuses_an_invalid_config(tmp_path: Path) -> None:
     assert "invalid config" in done.stderr
     assert "session.secret" in done.stderr
     assert "leaky-but-short" not in done.stderr
+
+
+PLAINTEXT = (
+    "the inbox's credentials would travel in plaintext: without admin.tls it must be a loopback "
+    "address or a unix socket, or set admin.allow_plaintext: true where the network itself is "
+    "encrypted or trusted (a service mesh's mTLS)"
+)
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["capgate-admin:7444", "10.0.0.1:7444", "0.0.0.0:7444", "[::ffff:127.0.0.1]:7444"],
+)
+def test_an_admin_address_off_this_machine_needs_tls_or_an_allowance(
+    tmp_path: Path, address: str
+) -> None:
+    # The inbox's token decides on behalf of approvers (on_behalf_of): read off the wire, it
+    # would approve anything for anyone within its lifetime (ADR 0033).
+    text = CONFIG.replace("address: 127.0.0.1:7444", f'address: "{address}"')
+    with pytest.raises(ConfigError) as info:
+        load_inbox_settings(write(tmp_path, text), environ=ENV)
+    assert f"admin address {address}: {PLAINTEXT}" in str(info.value)
+    allowed = text.replace("  token:", "  allow_plaintext: true\n  token:", 1)
+    assert load_inbox_settings(write(tmp_path, allowed), environ=ENV).admin.address == address
+    secured = text.replace("  token:", "  tls: {}\n  token:", 1)
+    assert load_inbox_settings(write(tmp_path, secured), environ=ENV).admin.tls
+    both = secured.replace("  token:", "  allow_plaintext: true\n  token:", 1)
+    with pytest.raises(
+        ConfigError, match=r"admin\.allow_plaintext is only used without admin\.tls"
+    ):
+        load_inbox_settings(write(tmp_path, both), environ=ENV)
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:7444", "localhost:7444", "unix:///tmp/a.sock"])
+def test_an_admin_address_on_this_machine_loads_in_plaintext(tmp_path: Path, address: str) -> None:
+    text = CONFIG.replace("address: 127.0.0.1:7444", f'address: "{address}"')
+    assert load_inbox_settings(write(tmp_path, text), environ=ENV).admin.tls is False
+
+
+def test_capgate_inbox_refuses_a_plaintext_admin_flag_off_this_machine(tmp_path: Path) -> None:
+    argv = [
+        "inbox",
+        "--config",
+        str(write(tmp_path, CONFIG)),
+        "--admin",
+        "capgate-admin.prod.svc:7444",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", *argv],
+        env={**os.environ, **ENV},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"admin address capgate-admin.prod.svc:7444: {PLAINTEXT}" in done.stderr
 
 
 @pytest.mark.e2e
