@@ -93,6 +93,7 @@ T = TypeVar("T")
 # httpx2 logs each request's URL at INFO, and a URL here carries input values (path segments
 # and query): never in logs (§12). Its warnings and errors are kept.
 logging.getLogger("httpx2").setLevel(logging.WARNING)
+log = logging.getLogger("capgate.upstream")
 _RETRYABLE: Final = frozenset({429, 503})
 # The upstream refused capgate's credentials, like gRPC's UNAUTHENTICATED/PERMISSION_DENIED
 # (docs/upstreams.md section 5): the table's message, COMPLETED (the upstream answered).
@@ -567,11 +568,18 @@ class HttpClients:
             if (closer := getattr(made, "aclose", None)) is not None
         ]
         self._shared, self._retired_shared = {}, []
-        await asyncio.gather(*(closer() for closer in closers))
         clients = [c for _, c in self._clients.values()] + self._retired
         self._clients, self._retired = {}, []
-        for client in clients:
-            await client.aclose()
+        try:
+            failures = await asyncio.gather(
+                *(closer() for closer in closers), return_exceptions=True
+            )
+            for failure in failures:
+                if isinstance(failure, Exception):  # one closer's trouble closes the rest anyway
+                    log.warning("closing an upstream client failed: %s", type(failure).__name__)
+        finally:
+            for client in clients:
+                await client.aclose()
 
 
 def http_call(

@@ -180,17 +180,18 @@ class McpClient:
         except Exception:  # refused, unreachable, too slow: the caller's outcome stands
             return
 
-    def _cancelled(self, request_id: Any, stateless: bool) -> None:
+    def _cancelled(self, request_id: Any, stateless: bool, sent_with: httpx2.Headers) -> None:
         """Tell the server that the request with `request_id` is abandoned (from a task of
-        its own: the caller's task is being cancelled)."""
+        its own: the caller's task is being cancelled). The notice carries the headers the
+        request went out with (its session, the actor token, the trace context), the
+        stateless era's method header changed to the notice's."""
         params: dict[str, Any] = {"requestId": request_id, "reason": "the caller cancelled"}
         note = self._message("notifications/cancelled", params, stateless=stateless)
         del note["id"]  # a notification
-        headers = (
-            self._stateless_headers("notifications/cancelled", params)
-            if stateless
-            else self._session_headers()
-        )
+        headers = sent_with.copy()
+        if stateless:
+            headers["mcp-method"] = "notifications/cancelled"
+            headers.pop("mcp-name", None)
         task = asyncio.get_running_loop().create_task(
             self._farewell(self._post(note, headers, SentTracker())), name="mcp-cancelled"
         )
@@ -293,7 +294,7 @@ class McpClient:
             status, answer_headers, body = await self._post(message, headers, sent)
         except asyncio.CancelledError:
             if sent.sent:  # it went out: it may be running there
-                self._cancelled(message["id"], stateless)
+                self._cancelled(message["id"], stateless, headers)
             raise
         if status == 404 and not stateless and self._session_id is not None:
             raise _SessionGone

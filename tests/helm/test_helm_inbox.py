@@ -273,3 +273,18 @@ def test_literal_approver_jwt_secret_is_refused(tmp_path: Path) -> None:
     result = template([VALUES, values])
     assert result.returncode != 0
     assert "secret" in result.stderr
+
+
+def test_an_inbox_without_tls_or_a_plaintext_allowance_does_not_render(tmp_path: Path) -> None:
+    # The inbox reaches the admin listener through the gateway's Service, another pod, and its
+    # token decides on behalf of approvers: the chart refuses what the inbox would refuse at
+    # start (ADR 0033), so a release fails at install instead of crash-looping.
+    data = yaml.safe_load(VALUES.read_text())
+    del data["inbox"]["config"]["admin"]["allow_plaintext"]
+    values = tmp_path / "plaintext.yaml"
+    values.write_text(yaml.safe_dump(data))
+    result = template([values])
+    assert result.returncode != 0
+    assert "inbox.config.admin needs tls" in result.stderr, result.stderr
+    secured = render([values], sets=["inbox.config.admin.tls.server_name=capgate-admin"])
+    assert secured.inbox() is not None

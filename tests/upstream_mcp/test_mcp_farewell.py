@@ -135,9 +135,20 @@ async def test_an_abandoned_tool_call_is_cancelled_on_the_server(
     assert await _until(lambda: server.calls["cancelled"] == 1, TOOL_S - 1), server.calls
     await asyncio.sleep(TOOL_S)  # long enough for the tool to have finished, had it run on
     assert server.calls == Counter(started=1, cancelled=1), server.calls
-    notes = [h for h in server.headers if h.get("mcp-method") == "notifications/cancelled"]
+    # The notice goes out with the call's own headers: its execution id, actor token and
+    # session (a server that checks the actor token on every POST accepts it).
+    carrying = [h for h in server.headers if h.get("x-capgate-execution-id") == result.execution_id]
+    assert len(carrying) == 2, list(server.headers)
+    call, notice = carrying
+    for name in ("x-capgate-actor-token", "mcp-session-id", "mcp-protocol-version"):
+        assert notice.get(name) == call.get(name), name
+    assert notice.get("x-capgate-actor-token"), notice
     if capability.endswith("stateless"):  # the stateless era names the method in a header
-        assert len(notes) == 1, list(server.headers)
+        assert (call.get("mcp-method"), notice.get("mcp-method")) == (
+            "tools/call",
+            "notifications/cancelled",
+        )
+        assert "mcp-name" not in notice
 
 
 async def test_the_handshake_session_is_deleted_at_shutdown(
@@ -145,6 +156,7 @@ async def test_the_handshake_session_is_deleted_at_shutdown(
 ) -> None:
     server = await serve(make=slow_server)
     gw = await _gateway(tmp_path, redis_server, server)
+    stopped = False
     try:
         result = await _invoke(gw, "slow.quick", {})
         assert result.WhichOneof("outcome") == "completed", result
@@ -155,8 +167,11 @@ async def test_the_handshake_session_is_deleted_at_shutdown(
         }
         assert len(sessions) == 1, list(server.headers)
         await gw.stop(0.5)
+        stopped = True
         deletes = [h for h in server.headers if h[":method"] == "DELETE"]
         assert [h.get("mcp-session-id") for h in deletes] == list(sessions), list(server.headers)
         assert deletes[0]["mcp-protocol-version"] == "2025-11-25"
     finally:
+        if not stopped:
+            await gw.stop(0.5)
         await server.stop()

@@ -52,6 +52,11 @@ and redis. Secrets stay "{{ env.NAME }}" references (the values schema refuses l
 {{- define "capgate.inbox.config" -}}
 {{- $config := deepCopy (.Values.inbox.config | default dict) }}
 {{- $admin := get $config "admin" | default dict }}
+{{- /* The admin listener is another pod's and the inbox's token decides on behalf of
+       approvers: TLS, or a mesh that encrypts said so (ADR 0033; the inbox refuses too). */}}
+{{- if not (or (hasKey $admin "tls") (eq (get $admin "allow_plaintext" | toString) "true")) }}
+{{- fail "inbox.config.admin needs tls (the admin listener is another pod's; the inbox's token decides on behalf of approvers) or, inside a mesh that encrypts pod to pod, allow_plaintext: true (ADR 0033)" }}
+{{- end }}
 {{- $_ := set $admin "address" (include "capgate.inbox.adminAddress" .) }}
 {{- $_ := set $config "admin" $admin }}
 {{- $_ := set $config "listen" (printf "0.0.0.0:%v" .Values.inbox.port) }}
