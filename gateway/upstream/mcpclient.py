@@ -116,6 +116,7 @@ class McpClient:
         self.generation = 0
         self._tools: tuple[int, list[dict[str, Any]]] | None = None
         self._farewells: set[asyncio.Task[None]] = set()  # notifications/cancelled in flight
+        self._closed = False
 
     # -- the two calls capgate makes ---------------------------------------------------------
 
@@ -156,6 +157,7 @@ class McpClient:
         """End the session and close what the client owns besides the pooled HTTP client
         (the token source's): the cancellations still in flight get their bound, then a
         handshake-era session is ended with a DELETE (a 405, "not allowed", is an answer too)."""
+        self._closed = True  # a request from now on would open a session nobody ends
         if self._farewells:
             await asyncio.wait(set(self._farewells), timeout=_FAREWELL_S)
         if self.era == "handshake" and self._session_id:
@@ -210,6 +212,12 @@ class McpClient:
     ) -> dict[str, Any]:
         """One JSON-RPC request in the server's era; the `result` object. A failure while the
         session is set up is NOT_STARTED: the request itself never went out."""
+        if self._closed:  # shut down: no new session that no DELETE would end
+            raise transport_failure(
+                Code.UPSTREAM_UNAVAILABLE,
+                f"upstream {self.upstream}: the client is closed",
+                sent=False,
+            )
         try:
             await self._ready()
         except CapabilityError as err:

@@ -25,8 +25,14 @@ from capgate.v1 import gateway_pb2, gateway_pb2_grpc
 from examples.mcp_upstream.server import Running, serve
 from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
+from gateway.errors import CapabilityError, Code
 from gateway.redis_server import RedisProcess
 from gateway.serve import Gateway, start
+from gateway.settings import Upstream
+from gateway.upstream.http import HttpClients, SentTracker
+from gateway.upstream.mcpclient import McpClient
+from gateway.upstream.mcpspec import McpUpstream
+from gateway.upstream.state import ExecutionState, state_of
 from tests.upstream_mcp.conftest import environ
 
 pytestmark = pytest.mark.integration
@@ -174,4 +180,26 @@ async def test_the_handshake_session_is_deleted_at_shutdown(
     finally:
         if not stopped:
             await gw.stop(0.5)
+        await server.stop()
+
+
+async def test_a_closed_client_opens_no_session_nobody_would_end() -> None:
+    # After shutdown's DELETE, a late request must not start a new handshake-era session.
+    server = await serve(make=slow_server)
+    pool = HttpClients()
+    upstream = Upstream(
+        name="slow", address=server.address, kind="mcp", mcp=McpUpstream(protocol="2025-11-25")
+    )
+    client = pool.shared(upstream, lambda http: McpClient(http, upstream))
+    try:
+        await client.request("tools/list", {}, sent=SentTracker())
+        await pool.close()
+        posts = [h for h in server.headers if h[":method"] == "POST"]
+        with pytest.raises(CapabilityError) as caught:
+            await client.request("tools/list", {}, sent=SentTracker())
+        assert caught.value.code is Code.UPSTREAM_UNAVAILABLE
+        assert state_of(caught.value) is ExecutionState.NOT_STARTED
+        assert [h for h in server.headers if h[":method"] == "POST"] == posts  # nothing sent
+        assert [h[":method"] for h in server.headers].count("DELETE") == 1
+    finally:
         await server.stop()
