@@ -180,6 +180,11 @@ class _StubUpstream:
     """Answers at once with the procedure's reply: the pipeline's own cost, without gRPC."""
 
     full_method = "/capgate.v1.Procedure/Invoke"
+    span_attributes = {
+        "rpc.system": "grpc",
+        "rpc.service": "capgate.v1.Procedure",
+        "rpc.method": "Invoke",
+    }
 
     async def __call__(self, input_value: Any, *, timeout: float, metadata: Any = ()) -> Any:  # noqa: ASYNC109
         return {

@@ -79,12 +79,11 @@ class _Attempts:
         assert call.prepared is not None
         self._upstream = call.prepared.capability.upstream
         self.full_method = inner.full_method
-        # kind http and mcp name their own (HTTP client, JSON-RPC); gRPC's are the method's.
-        own = getattr(inner, "span_attributes", None)
-        if own is None:
-            service, _, method = self.full_method.lstrip("/").rpartition("/")
-            own = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": method}
-        self._attributes: dict[str, str | int] = {**own, "capgate.upstream": self._upstream}
+        self.span_attributes = inner.span_attributes  # each kind's: gRPC, HTTP client, JSON-RPC
+        self._attributes: dict[str, str | int] = {
+            **self.span_attributes,
+            "capgate.upstream": self._upstream,
+        }
 
     async def __call__(
         self,

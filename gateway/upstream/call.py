@@ -75,6 +75,11 @@ class UpstreamCall(Protocol):
     @property
     def full_method(self) -> str: ...
 
+    @property
+    def span_attributes(self) -> dict[str, str]:
+        """What each attempt's CLIENT span says was called (the kind's own conventions)."""
+        ...
+
     async def __call__(
         self,
         input_value: Any,
@@ -98,6 +103,8 @@ class _Invoker:
         upstream: Upstream,
     ) -> None:
         self.full_method = full_method
+        service, _, method = full_method.lstrip("/").rpartition("/")
+        self.span_attributes = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": method}
         self._upstream = upstream.name
         self._max_bytes = upstream.max_response_bytes
         self._serialize = serializer
