@@ -203,59 +203,38 @@ def rounds(
         started.append(up)
         upstream = f"127.0.0.1:{up.ready['port']}"
         secret, hmac_key = fixtures.new_secret(), fixtures.new_secret()
-        gw_dir = run_dir / "a"
-        gw_dir.mkdir()
-        cfg = fixtures.gateway_config(
-            run_dir=gw_dir,
-            upstream=upstream,
-            redis_url=redis.url,
-            secret=secret,
-            hmac_key=hmac_key,
-            audit="best_effort",
-            prometheus=None,
-            ports=(0, 0),
-        )
-        pending = procs.gateway(
-            run_dir,
-            "gw-a",
-            fixtures.write_config(gw_dir / "gateway.yaml", cfg),
-            env={**procs.gateway_env(run_dir), **(gateway_env or {})},
-        )
-        started.append(pending.proc)
-        pending_b = None
-        if b_env is not None:
-            b_dir = run_dir / "b"
-            b_dir.mkdir()
-            pending_b = procs.gateway(
-                run_dir,
-                "gw-b",
-                fixtures.write_config(
-                    b_dir / "gateway.yaml",
-                    fixtures.gateway_config(
-                        run_dir=b_dir,
-                        upstream=upstream,
-                        redis_url=redis.url,
-                        secret=secret,
-                        hmac_key=hmac_key,
-                        audit="best_effort",
-                        prometheus=None,
-                        ports=(0, 0),
-                    ),
-                ),
-                env={**procs.gateway_env(run_dir), **(gateway_env or {}), **b_env},
+
+        def config(gw_dir: Path) -> dict[str, Any]:
+            return fixtures.gateway_config(
+                run_dir=gw_dir,  # each gateway's own unix socket
+                upstream=upstream,
+                redis_url=redis.url,
+                secret=secret,
+                hmac_key=hmac_key,
+                audit="best_effort",
+                prometheus=None,
+                ports=(0, 0),
             )
-            started.append(pending_b.proc)
-        pending_bare = None
-        if bare:
-            bare_dir = run_dir / "bare"
-            bare_dir.mkdir()
-            pending_bare = procs.gateway(
+
+        def spawn(
+            name: str, make: Callable[[Path], dict[str, Any]], env: dict[str, str]
+        ) -> procs.Pending:
+            gw_dir = run_dir / name
+            gw_dir.mkdir()
+            pending = procs.gateway(
                 run_dir,
-                "gw-bare",
-                fixtures.write_config(bare_dir / "gateway.yaml", bare_config(cfg)),
-                env={**procs.gateway_env(run_dir), **(gateway_env or {})},
+                f"gw-{name}",
+                fixtures.write_config(gw_dir / "gateway.yaml", make(gw_dir)),
+                env={**procs.gateway_env(run_dir), **(gateway_env or {}), **env},
             )
-            started.append(pending_bare.proc)
+            started.append(pending.proc)
+            return pending
+
+        pending = spawn("a", config, {})
+        pending_b = spawn("b", config, b_env) if b_env is not None else None
+        pending_bare = (
+            spawn("bare", lambda gw_dir: bare_config(config(gw_dir)), {}) if bare else None
+        )
         px = procs.proxy(run_dir, upstream)
         started.append(px)
         gw = pending.wait()
