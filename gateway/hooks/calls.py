@@ -35,6 +35,11 @@ _RPC_NAMES: dict[HookCall, str] = {
     "post_invoke": "PostInvoke",
     "post_failure": "PostFailure",
 }
+_RESPONSES: dict[HookCall, type[Message]] = {
+    "pre_invoke": hook_pb2.PreInvokeResponse,
+    "post_invoke": hook_pb2.PostInvokeResponse,
+    "post_failure": hook_pb2.PostFailureResponse,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +149,11 @@ async def call_hook(
             except Exception as err:  # a closed channel (a reload), a usage error, ...
                 # Only the type: the hook's failure mode decides, as for any other fault.
                 raise HookFault(spec.name, f"call failed ({type(err).__name__})") from None
+            expected = _RESPONSES[rpc]
+            if not isinstance(answer, expected):
+                # grpc.aio logs a response deserializer's error and returns None: bytes that
+                # are not the response message are a broken answer, under the failure mode.
+                raise HookFault(spec.name, f"answer is not a {expected.DESCRIPTOR.name}")
             record["decision"] = describe(answer)
             return answer
         except HookFault as fault:
