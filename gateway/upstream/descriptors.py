@@ -147,10 +147,24 @@ async def load_from_reflection(
     return pool_from_files(files.values(), source="server reflection")
 
 
+async def _read(stream: Any, subject: str) -> reflection_pb2.ServerReflectionResponse | None:
+    """The next answer, None at the end of the stream. grpc.aio logs a message its deserializer
+    cannot parse and hands back None: that is a broken upstream, said as a load problem."""
+    response = await stream.read()
+    if response is grpc.aio.EOF:
+        return None
+    if not isinstance(response, reflection_pb2.ServerReflectionResponse):
+        raise UpstreamConfigError(
+            f"server reflection answered {subject} with bytes that are not a "
+            "ServerReflectionResponse"
+        )
+    return response
+
+
 async def _list_services(stream: Any) -> set[str]:
     await stream.write(reflection_pb2.ServerReflectionRequest(list_services=""))
-    response = await stream.read()
-    if response is grpc.aio.EOF or not response.HasField("list_services_response"):
+    response = await _read(stream, "the service list")
+    if response is None or not response.HasField("list_services_response"):
         raise UpstreamConfigError("server reflection did not list the upstream's services")
     names = [svc.name for svc in response.list_services_response.service]
     # The reflection service describes itself; it is never a capability.
@@ -166,8 +180,8 @@ async def _ask(
     required: bool = True,
 ) -> None:
     await stream.write(request)
-    response = await stream.read()
-    if response is grpc.aio.EOF:
+    response = await _read(stream, subject)
+    if response is None:
         raise UpstreamConfigError(f"server reflection closed the stream while asking for {subject}")
     if response.HasField("error_response"):
         if not required:
