@@ -59,6 +59,11 @@ async def decide_inline(call: Call, rt: Runtime, record: ApprovalRecord, stub: A
             )
         )
         raise _rejected(f"status {exc.code().name}") from None
+    if not isinstance(answer, procedure_pb2.ApproverDecideResponse):
+        # grpc.aio logs a response it cannot parse and hands back None: no usable answer.
+        reason = "approver answer is not an ApproverDecideResponse"
+        rt.audit.emit(build(Event.REJECTED, call, rt.wall(), approval_id=record.id, reason=reason))
+        raise _rejected(reason)
     approver = actor_from_proto(answer.approver) if answer.HasField("approver") else None
     if not answer.approved or approver is None or not approver.id:
         reason = "refused" if not answer.approved else "no approver identity"
