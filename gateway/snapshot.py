@@ -142,22 +142,44 @@ def _digest(*parts: str) -> str:
 Descriptors: TypeAlias = DescriptorPool | UpstreamConfigError | None
 
 
-async def _descriptors(
-    upstream: Upstream, pool: ChannelPool, cache: dict[str, Descriptors], *, reflection: bool
-) -> Descriptors:
-    """The upstream's descriptors, looked up once per upstream per load."""
-    if upstream.name in cache:
-        return cache[upstream.name]
-    found: Descriptors = None
-    try:
-        if upstream.descriptor_set:
-            found = load_descriptor_set(upstream.descriptor_set)
-        elif reflection:
-            found = await load_from_reflection(pool.channel(upstream), timeout=5.0)
-    except UpstreamConfigError as exc:
-        found = exc
-    cache[upstream.name] = found
-    return found
+@dataclass
+class _Lookups:
+    """Each gRPC upstream's descriptors, looked up once per load, and the capabilities that
+    needed the ones that failed: a failure is the upstream's problem, reported once at the
+    upstream's own line (its `descriptor_set`, or its `address` for server reflection) like
+    every other upstream problem, not at each capability."""
+
+    reflection: bool
+    found: dict[str, Descriptors] = dataclasses.field(default_factory=dict)
+    failed: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+
+    async def of(self, upstream: Upstream, pool: ChannelPool, cap: Capability) -> Descriptors:
+        if upstream.name not in self.found:
+            self.found[upstream.name] = await self._look_up(upstream, pool)
+        found = self.found[upstream.name]
+        if isinstance(found, UpstreamConfigError):
+            self.failed.setdefault(upstream.name, []).append(cap.id)
+        return found
+
+    async def _look_up(self, upstream: Upstream, pool: ChannelPool) -> Descriptors:
+        try:
+            if upstream.descriptor_set:
+                return load_descriptor_set(upstream.descriptor_set)
+            if self.reflection:
+                return await load_from_reflection(pool.channel(upstream), timeout=5.0)
+        except UpstreamConfigError as exc:
+            return exc
+        return None
+
+    def problems(self, settings: Settings) -> list[SnapshotProblem]:
+        out = []
+        for name, needed_by in self.failed.items():
+            upstream = settings.upstreams[name]
+            key = "descriptor_set" if upstream.descriptor_set else "address"
+            who = f"capabilit{'y' if len(needed_by) == 1 else 'ies'} {', '.join(needed_by)}"
+            message = f"upstream {name} ({who}): {self.found[name]}"
+            out.append(SnapshotProblem(("upstreams", name, key), message))
+        return out
 
 
 def _refusal(cap: Capability, parts: PathParts, message: str) -> SnapshotProblem:
@@ -171,8 +193,7 @@ async def _prepare(
     *,
     settings: Settings,
     pool: ChannelPool,
-    cache: dict[str, Descriptors],
-    reflection: bool,
+    lookups: _Lookups,
     problems: list[SnapshotProblem],
     hmac_key: bytes,
     key_id: str,
@@ -183,7 +204,7 @@ async def _prepare(
     upstream = settings.upstreams[cap.upstream]
     if upstream.kind in HTTP_KINDS:  # http and mcp upstreams (gateway/upstream/targets.py)
         try:
-            found = await prepare_target(cap, upstream, pool, connect=reflection)
+            found = await prepare_target(cap, upstream, pool, connect=lookups.reflection)
         except UpstreamConfigError as exc:
             problems.append(_refusal(cap, parts, str(exc)))
             return None
@@ -215,12 +236,11 @@ async def _prepare(
         method = cap.method or PROCEDURE_METHOD
         request_schema = cap.map_input_schema
     else:
-        descriptors = await _descriptors(upstream, pool, cache, reflection=reflection)
+        descriptors = await lookups.of(upstream, pool, cap)
         if descriptors is None:
             return cap.input_schema or {}
         if isinstance(descriptors, UpstreamConfigError):
-            problems.append(_refusal(cap, (*parts, "upstream"), str(descriptors)))
-            return None
+            return None  # the upstream's problem (`lookups.problems`)
         try:
             info = resolve_method(descriptors, cap.method)
         except UpstreamConfigError as exc:
@@ -437,7 +457,7 @@ async def check_snapshot(
 async def _build(
     settings: Settings, pool: ChannelPool, *, hmac_key: bytes, reflection: bool
 ) -> tuple[Snapshot | None, Checked]:
-    cache: dict[str, Descriptors] = {}
+    lookups = _Lookups(reflection)
     problems: list[SnapshotProblem] = []
     prepared: dict[str, Prepared] = {}
     registry: dict[str, dict[str, Any]] = {}
@@ -448,8 +468,7 @@ async def _build(
             index,
             settings=settings,
             pool=pool,
-            cache=cache,
-            reflection=reflection,
+            lookups=lookups,
             problems=problems,
             hmac_key=hmac_key,
             key_id=settings.audit.hmac_key_id,
@@ -464,6 +483,7 @@ async def _build(
             schema = cap.input_schema  # refused above; its policies are still checked
         entry = cap.as_policy_value()
         registry[cap.id] = entry if schema is None else {**entry, "input_schema": dict(schema)}
+    problems += lookups.problems(settings)
     limits, limit_issues = compile_limits(settings.limits, registry)
     try:
         policies = load_policy_set(
