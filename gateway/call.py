@@ -89,6 +89,10 @@ class Call:
     # was consumed. Set while `approval` is still the approved record: the consume may have run
     # though its reply was lost (timeout, cancel), so a failure gives it back (pipeline.py).
     consume_attempted: bool = False
+    # The idempotency journal (stages/controls.py): the hash of the input as validated, before
+    # pre-hooks (the early read's and the claim's `request_hash`), and the key's scope, set
+    # before the claim is sent: the runner releases it when nothing ran (issue 25).
+    request_hash: str = ""
     idempotency_scope: Any = None
     deadline: float = 0.0  # monotonic, absolute
     attempts: int = 0

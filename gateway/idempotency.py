@@ -39,8 +39,10 @@ from gateway.model import Actor
 from gateway.redisconn import RedisClient, RedisUnavailable, mapped_errors
 
 # ARGV: now (wall seconds), input hash, execution id, TTL in ms, lease end (wall seconds; ''
-# for no lease). A running claim whose lease has ended answers LOST: its holder died or lost
-# Redis mid-call, so the effect is unknown and the key never runs again (issue 14).
+# for no lease), the request hash (the validated input before pre-hooks, what a repeat's early
+# read compares: ADR 0034; '' when it equals the input hash). A running claim whose lease has
+# ended answers LOST: its holder died or lost Redis mid-call, so the effect is unknown and the
+# key never runs again (issue 14).
 _CLAIM: Final = """
 local key = KEYS[1]
 local f = redis.call('HMGET', key, 'state', 'input_hash', 'execution_id', 'envelope',
@@ -49,6 +51,7 @@ if not f[1] then
   redis.call('HSET', key, 'state', 'running', 'input_hash', ARGV[2], 'execution_id', ARGV[3],
     'claimed_at', ARGV[1])
   if ARGV[5] ~= '' then redis.call('HSET', key, 'lease_until', ARGV[5]) end
+  if ARGV[6] and ARGV[6] ~= '' then redis.call('HSET', key, 'request_hash', ARGV[6]) end
   redis.call('PEXPIRE', key, ARGV[4])
   return {'CLAIMED', ARGV[3]}
 end
@@ -56,6 +59,20 @@ if f[2] ~= ARGV[2] then return {'CONFLICT', f[3]} end
 if f[1] == 'running' then
   -- The same execution asking again (its first reply was lost) still holds the claim.
   if f[3] == ARGV[3] then return {'CLAIMED', ARGV[3]} end
+  if f[5] and tonumber(f[5]) < tonumber(ARGV[1]) then return {'LOST', f[3]} end
+  return {'IN_PROGRESS', f[3]}
+end
+return {'DONE', f[3], f[4]}
+"""
+
+# The early read (ADR 0034): what a repeat would hear from the claim, without claiming. Read
+# only; ARGV: now (wall seconds), the repeat's request hash.
+_PEEK: Final = """
+local f = redis.call('HMGET', KEYS[1], 'state', 'input_hash', 'execution_id', 'envelope',
+  'lease_until', 'request_hash')
+if not f[1] then return {'NONE', ''} end
+if f[2] ~= ARGV[2] and f[6] ~= ARGV[2] then return {'CONFLICT', f[3]} end
+if f[1] == 'running' then
   if f[5] and tonumber(f[5]) < tonumber(ARGV[1]) then return {'LOST', f[3]} end
   return {'IN_PROGRESS', f[3]}
 end
@@ -178,6 +195,7 @@ class RedisIdempotencyStore:
         self._claim = redis.register_script(_CLAIM)
         self._complete = redis.register_script(_COMPLETE)
         self._release = redis.register_script(_RELEASE)
+        self._peek = redis.register_script(_PEEK)
 
     def key(self, scope: ScopeLike) -> str:
         return f"{self._prefix}:{{idem:{_scope(scope).digest()}}}"
@@ -189,25 +207,40 @@ class RedisIdempotencyStore:
         execution_id: str,
         *,
         lease_s: float | None = None,
+        request_hash: str = "",
     ) -> Claim:
         """Claim the key for `execution_id`, or raise/replay as the module docstring says.
         `lease_s`: how long the claim holds before a repeat hears the outcome is unknown
-        (None: until the TTL, as claims written before leases existed)."""
+        (None: until the TTL, as claims written before leases existed). `request_hash`: the
+        hash of the input as the caller sent it (validated, before pre-hooks changed it),
+        which `peek` also matches."""
         now = self._clock()
         lease = "" if lease_s is None else repr(now + max(lease_s, 0.0))
-        args: list[str | bytes | float] = [repr(now), input_hash, execution_id, self._ttl_ms, lease]
+        extra = "" if request_hash == input_hash else request_hash
+        args: list[str | bytes | float] = [
+            repr(now),
+            input_hash,
+            execution_id,
+            self._ttl_ms,
+            lease,
+            extra,
+        ]
         with _available():
             reply: list[Any] = await self._claim(keys=[self.key(scope)], args=args)
-        outcome, holder = bytes(reply[0]), bytes(reply[1]).decode()
-        if outcome == b"CLAIMED":
-            return Claim(execution_id=holder)
-        if outcome == b"DONE":
-            return Claim(execution_id=holder, replay=bytes(reply[2]))
-        if outcome == b"LOST":
-            return Claim(execution_id=holder, outcome_unknown=True)
-        if outcome == b"IN_PROGRESS":
-            raise CapabilityError(Code.IDEMPOTENCY_IN_PROGRESS, reason="key held by a running call")
-        raise CapabilityError(Code.IDEMPOTENCY_CONFLICT, reason="key used with another input")
+        return _claim_answer(reply)
+
+    async def peek(self, scope: ScopeLike, request_hash: str) -> Claim | None:
+        """What the claim would answer a repeat with this request hash, without claiming
+        (ADR 0034): None when the key is free; a `Claim` with `replay` (done) or
+        `outcome_unknown`; raises IDEMPOTENCY_IN_PROGRESS or IDEMPOTENCY_CONFLICT. Read only:
+        nothing to give back whatever happens to the reply."""
+        with _available():
+            reply: list[Any] = await self._peek(
+                keys=[self.key(scope)], args=[repr(self._clock()), request_hash]
+            )
+        if bytes(reply[0]) == b"NONE":
+            return None
+        return _claim_answer(reply)
 
     async def complete(self, scope: ScopeLike, envelope: bytes, *, execution_id: str = "") -> bool:
         """Store the (redacted) envelope for replays; False when nothing was stored (the key
@@ -222,3 +255,17 @@ class RedisIdempotencyStore:
         with _available():
             reply = await self._release(keys=[self.key(scope)], args=[execution_id])
         return bool(reply)
+
+
+def _claim_answer(reply: list[Any]) -> Claim:
+    """The claim's (or the early read's) reply as a `Claim`, or the refusal it means."""
+    outcome, holder = bytes(reply[0]), bytes(reply[1]).decode()
+    if outcome == b"CLAIMED":
+        return Claim(execution_id=holder)
+    if outcome == b"DONE":
+        return Claim(execution_id=holder, replay=bytes(reply[2]))
+    if outcome == b"LOST":
+        return Claim(execution_id=holder, outcome_unknown=True)
+    if outcome == b"IN_PROGRESS":
+        raise CapabilityError(Code.IDEMPOTENCY_IN_PROGRESS, reason="key held by a running call")
+    raise CapabilityError(Code.IDEMPOTENCY_CONFLICT, reason="key used with another input")

@@ -26,7 +26,7 @@ from gateway.stages import Outcome, Replayed, Suspended
 from gateway.stages.actor import check_actor
 from gateway.stages.approval import approval_gate
 from gateway.stages.cache import cache_lookup, cache_store, hit_failure, unless_cached
-from gateway.stages.controls import attach_controls
+from gateway.stages.controls import attach_controls, replay_finished
 from gateway.stages.exposure import check_exposure
 from gateway.stages.hooks import merge_hook_asks, run_failure_hooks, run_post_hooks, run_pre_hooks
 from gateway.stages.identity import assign_execution_id
@@ -102,6 +102,9 @@ LIMITS = Stage(7, "limits", enforce_limits)
 # was not spent at LIMITS is spent now (a no-op unless that happened).
 LIMITS_AFTER_INLINE_APPROVAL = Stage(8, "limits-inline-approval", spend_after_inline_approval)
 
+# Stage 10's journal, read without claiming (ADR 0034); numbered 6, where it runs.
+IDEMPOTENCY_REPLAY = Stage(6, "idempotency-replay", replay_finished)
+
 # Seed 001, stages 2-13 (1 is the listener; 14-15 are the runner's completion).
 INVOKE: tuple[Stage, ...] = (
     Stage(2, "execution-identity", assign_execution_id),
@@ -113,6 +116,11 @@ INVOKE: tuple[Stage, ...] = (
     Stage(4, "input-free-hide", hide_before_validation),
     Stage(5, "input-validation", validate_input),
     Stage(6, "actor-check", check_actor),
+    # The idempotency journal read early (ADR 0034): a repeat of a finished keyed call answers
+    # its recording before pre-hooks, policies, limits or the approval gate, which govern new
+    # executions, could turn it into another answer; after 3-6, so a capability removed, hidden
+    # or unexposed since answers as missing (SI-8) and the key's input hash is the validated one.
+    IDEMPOTENCY_REPLAY,
     PRE_HOOKS,
     Stage(7, "invocation-policies", evaluate_invocation_policies, "agent.policy_evaluation"),
     HOOK_ASKS,
@@ -144,6 +152,10 @@ RESUME: tuple[Stage, ...] = (
     INVOKE[4],
     Stage(8, "approval-capability-digest", verify_capability_digest),
     INVOKE[5],
+    # A Resume of a keyed call (the key travels in the approval record) whose key already
+    # finished, by a concurrent Resume or a repeat, answers that recording before the approval
+    # is consumed: nothing runs twice, no approval is spent on a replay (ADR 0034).
+    IDEMPOTENCY_REPLAY,
     # Pre-hooks again, on the stored (approved) input: their context is current for the
     # re-evaluated policies; an input a re-run hook changes is refused (APPROVAL_INPUT_MISMATCH).
     PRE_HOOKS,
@@ -159,7 +171,12 @@ RESUME: tuple[Stage, ...] = (
 async def run(
     call: Call, rt: Runtime, stages: tuple[Stage, ...] = INVOKE
 ) -> gateway_pb2.ExecutionResult:
-    """Runs the stages; never raises for governed failures (seed 001: invoke never throws)."""
+    """Runs the stages; never raises for governed failures (seed 001: invoke never throws).
+
+    Two parts: the stages, which a caller's cancel or a shutdown may interrupt at any await;
+    then one settlement (`_settle`) that records the outcome and emits the terminal event as
+    a unit the caller's cancel cannot split (issue 25): once the stages ended, a cancel
+    changes nothing that is recorded, and never adds a second terminal event."""
     with root_span("agent.capability_call") as span:
         started = _perf()
         try:
@@ -179,21 +196,6 @@ async def run(
                         metrics.stage_duration.observe(_perf() - began, stage.label)
                     if outcome is not None:
                         break  # a typed early exit: suspended or replayed
-            if isinstance(outcome, Suspended):
-                result = _suspended(call, rt, outcome)
-                if call.limit_spent:  # it waits to run: its Resume spends (docs/limits.md)
-                    await _guarded("limits", call, give_back_limits(call, rt))
-                _observe(call, span, "approval_required", "", started)
-                return result
-            if isinstance(outcome, Replayed):
-                result = _replayed(call, rt, outcome)
-                if call.limit_spent:  # a stored outcome answered: nothing ran again
-                    await _guarded("limits", call, give_back_limits(call, rt))
-                _observe(call, span, "replayed", "", started)
-                return result
-            result = await _completed(call, rt)
-            _observe(call, span, "completed", "", started)
-            return result
         except CapabilityError as err:
             _observe(call, span, err.spec.kind.value, err.code.value, started)
             return await _failed(call, rt, err)
@@ -222,6 +224,16 @@ async def run(
             )
             _observe(call, span, fault.spec.kind.value, fault.code.value, started)
             return await _failed(call, rt, fault)
+        # The stages ended with an outcome: from here on nothing is left to decide, only to
+        # record. A cancel while settling leaves the settlement running to its end (shielded).
+        if isinstance(outcome, Suspended):
+            _observe(call, span, "approval_required", "", started)
+            return await _suspended(call, rt, outcome)
+        if isinstance(outcome, Replayed):
+            _observe(call, span, "replayed", "", started)
+            return await _replayed(call, rt, outcome)
+        _observe(call, span, "completed", "", started)
+        return await _completed(call, rt)
 
 
 def drained(call: Call) -> CapabilityError:
@@ -274,7 +286,7 @@ def _answered(call: Call) -> bool:
     return call.state == types_pb2.EXECUTION_STATE_COMPLETED
 
 
-def _suspended(call: Call, rt: Runtime, outcome: Suspended) -> gateway_pb2.ExecutionResult:
+async def _suspended(call: Call, rt: Runtime, outcome: Suspended) -> gateway_pb2.ExecutionResult:
     """Stage 8 recorded an approval request: the envelope and the terminal event."""
     record = outcome.record
     result = envelope.approval_required(
@@ -284,27 +296,67 @@ def _suspended(call: Call, rt: Runtime, outcome: Suspended) -> gateway_pb2.Execu
         revision=call.snapshot.revision,
         approval=to_proto(record, include_input=False, redactor=None),
     )
-    rt.audit.emit(
-        build(
-            Event.APPROVAL_REQUESTED,
-            call,
-            rt.wall(),
-            approval_id=record.id,
-            reasons=list(record.reasons),
-            expires_at=record.expires_at,
-            duration_ms=round(_duration(call, rt) * 1000, 3),
-            stances=stances(call),
-        )
+    event = build(
+        Event.APPROVAL_REQUESTED,
+        call,
+        rt.wall(),
+        approval_id=record.id,
+        reasons=list(record.reasons),
+        expires_at=record.expires_at,
+        duration_ms=round(_duration(call, rt) * 1000, 3),
+        stances=stances(call),
     )
+    await _settle(call, rt, event, _give_back_unrun(call, rt))  # it waits to run: Resume spends
     return result
 
 
-def _replayed(call: Call, rt: Runtime, outcome: Replayed) -> gateway_pb2.ExecutionResult:
+async def _replayed(call: Call, rt: Runtime, outcome: Replayed) -> gateway_pb2.ExecutionResult:
     """A stored envelope answers, as stored (its execution id is the one that ran). This
-    execution still ends in one terminal event, marked as a replay; nothing is recorded again."""
+    execution still ends in one terminal event, marked as a replay; nothing is recorded again,
+    and nothing this execution took is kept: budgets and an approval it consumed (a Resume
+    that lost the key to a concurrent one after consuming) are given back (ADR 0034)."""
     duration_ms = round(_duration(call, rt) * 1000, 3)
-    rt.audit.emit(replay_event(call, outcome.result, outcome.source, rt.wall(), duration_ms))
+    event = replay_event(call, outcome.result, outcome.source, rt.wall(), duration_ms)
+    await _settle(call, rt, event, _give_back_unrun(call, rt, release_approval=True))
     return outcome.result
+
+
+# The settlement's own bound: the outcome's records are written within it even when the caller
+# has gone (a stuck Redis cannot hold a finished call's task forever); past it each unwritten
+# record is logged and counted, and the terminal event is emitted all the same.
+SETTLE_S = 10.0
+
+
+async def _settle(
+    call: Call, rt: Runtime, event: dict[str, object] | None, recording: Awaitable[None]
+) -> None:
+    """Records a finished execution's outcome (envelope in the journal and the approval, the
+    limit spend settled, an approval given back) and emits its terminal event, as ONE unit:
+    a task of its own that the caller's cancel does not reach (shielded), bounded by
+    `SETTLE_S`. The terminal event goes last, as on the failure path: events a record emits
+    (an approval given back) come before it, and a reader who sees it finds the journal
+    written."""
+
+    async def unit() -> None:
+        try:
+            async with asyncio.timeout(SETTLE_S):
+                await recording
+        except TimeoutError:
+            log.warning("recording the outcome of %s timed out", call.execution_id)
+            metrics.outcome_record_failures.add(("settle_timeout",))
+        finally:
+            if event is not None:
+                rt.audit.emit(event)
+
+    await asyncio.shield(asyncio.ensure_future(unit()))
+
+
+async def _give_back_unrun(call: Call, rt: Runtime, *, release_approval: bool = False) -> None:
+    """A call that ends without its upstream called keeps nothing it took."""
+    if call.limit_spent:
+        await _guarded("limits", call, give_back_limits(call, rt))
+    if release_approval:
+        await _release_unrun(call, rt)
 
 
 def _duration(call: Call, rt: Runtime) -> float:
@@ -322,8 +374,8 @@ async def _completed(call: Call, rt: Runtime) -> gateway_pb2.ExecutionResult:
         approval_id=call.approval_id if call.approval is not None else "",
     )
     duration_ms = round(_duration(call, rt) * 1000, 3)
-    rt.audit.emit(build(Event.COMPLETED, call, rt.wall(), **completion_fields(call, duration_ms)))
-    await _record_outcome(call, rt, result)
+    event = build(Event.COMPLETED, call, rt.wall(), **completion_fields(call, duration_ms))
+    await _settle(call, rt, event, _record_outcome(call, rt, result))
     return result
 
 
@@ -370,10 +422,16 @@ async def _record_failure(
     """The approval given back (or not), then the outcome recorded; whether it was given back.
     Budgets first: a forced spend is credited while this execution still holds the approval,
     never once another Resume could count on it (docs/limits.md)."""
-    if call.limit_spent and call.state == types_pb2.EXECUTION_STATE_NOT_STARTED:
-        await _guarded("limits", call, give_back_limits(call, rt))
-    released = await _give_back_approval(call, rt, err)
-    await _record_outcome(call, rt, result)
+    released = False
+    try:
+        async with asyncio.timeout(SETTLE_S):  # the settlement's bound, as for the others
+            if call.limit_spent and call.state == types_pb2.EXECUTION_STATE_NOT_STARTED:
+                await _guarded("limits", call, give_back_limits(call, rt))
+            released = await _give_back_approval(call, rt, err)
+            await _record_outcome(call, rt, result)
+    except TimeoutError:
+        log.warning("recording the outcome of %s timed out", call.execution_id)
+        metrics.outcome_record_failures.add(("settle_timeout",))
     return released
 
 
@@ -425,7 +483,13 @@ def _emit_failure(
     rt.audit.emit(build(err.spec.event, call, rt.wall(), **fields))
 
 
-async def _give_back_approval(call: Call, rt: Runtime, err: CapabilityError) -> bool:
+async def _release_unrun(call: Call, rt: Runtime) -> None:
+    """A replayed Resume that consumed its approval (it lost the key to a concurrent execution
+    after consuming) ran nothing: the approval goes back to `approved` (ADR 0034)."""
+    await _give_back_approval(call, rt, None)
+
+
+async def _give_back_approval(call: Call, rt: Runtime, err: CapabilityError | None) -> bool:
     """A resumed call that consumed its approval and then failed before any request reached
     the upstream (NOT_STARTED), for a reason other than governance (the error table's
     `capability.denied` codes: a stage-9 deny stays consumed and denied), gives the approval
@@ -443,7 +507,7 @@ async def _give_back_approval(call: Call, rt: Runtime, err: CapabilityError) -> 
         or rt.approvals is None
         or not (record.status == "consumed" or unanswered)
         or call.state != types_pb2.EXECUTION_STATE_NOT_STARTED
-        or err.spec.event is Event.DENIED
+        or (err is not None and err.spec.event is Event.DENIED)
     ):
         return False
     try:
@@ -459,9 +523,8 @@ async def _give_back_approval(call: Call, rt: Runtime, err: CapabilityError) -> 
     call.approval = released
     if unanswered:  # the release proves the consume ran for this execution: audit both
         rt.audit.emit(build(Event.APPROVAL_CONSUMED, call, rt.wall(), approval_id=record.id))
-    rt.audit.emit(
-        build(Event.APPROVAL_RELEASED, call, rt.wall(), approval_id=record.id, code=err.code.value)
-    )
+    code = {} if err is None else {"code": err.code.value}  # a replay has no error code
+    rt.audit.emit(build(Event.APPROVAL_RELEASED, call, rt.wall(), approval_id=record.id, **code))
     return True
 
 

@@ -62,6 +62,9 @@ class ApprovalRecord:
     requesting_execution_id: str = ""
     resumed_execution_id: str = ""
     traceparent: str = ""
+    # The requester's idempotency key, if the call had one: the Resume executes under it, so
+    # the upstream sees the caller's key and a repeat with it replays the outcome (ADR 0034).
+    idempotency_key: str = field(default="", repr=False)
     outcome_envelope: bytes | None = field(default=None, repr=False)
     outcome_code: str | None = None
 
@@ -145,6 +148,7 @@ def to_hash(record: ApprovalRecord) -> dict[str, bytes]:
         "requesting_execution_id": record.requesting_execution_id.encode(),
         "resumed_execution_id": record.resumed_execution_id.encode(),
         "traceparent": record.traceparent.encode(),
+        "idempotency_key": record.idempotency_key.encode(),
         "outcome_envelope": record.outcome_envelope or b"",
         "outcome_code": (record.outcome_code or "").encode(),
     }
@@ -187,6 +191,7 @@ def from_hash(raw: Mapping[Any, Any]) -> ApprovalRecord:
         requesting_execution_id=_text(raw, "requesting_execution_id"),
         resumed_execution_id=_text(raw, "resumed_execution_id"),
         traceparent=_text(raw, "traceparent"),
+        idempotency_key=_text(raw, "idempotency_key"),
         outcome_envelope=blob("outcome_envelope") or None,
         outcome_code=_text(raw, "outcome_code") or None,
     )

@@ -10,8 +10,10 @@ from gateway.audit.sinks import AuditUnavailable
 from gateway.call import Call, Runtime
 from gateway.canonical import input_hash
 from gateway.errors import CapabilityError, Code, Event
-from gateway.idempotency import LEASE_MARGIN_S, outcome_unknown_error
+from gateway.idempotency import LEASE_MARGIN_S, Claim, outcome_unknown_error
 from gateway.stages import Replayed
+
+_HELD_BY_ANOTHER = frozenset({Code.IDEMPOTENCY_IN_PROGRESS, Code.IDEMPOTENCY_CONFLICT})
 
 
 def compute_deadline(call: Call, rt: Runtime) -> float:
@@ -28,31 +30,67 @@ def compute_deadline(call: Call, rt: Runtime) -> float:
     return deadline
 
 
+def _scope(call: Call) -> tuple[str, str, str, str, str]:
+    assert call.prepared is not None and call.actor is not None
+    actor = call.actor
+    return (actor.issuer, actor.id, call.surface, call.prepared.capability.id, call.idempotency_key)
+
+
+def _answer(call: Call, claim: Claim) -> Replayed | None:
+    """A claim (or early read) that found the key taken: replay a finished call's envelope,
+    or say its outcome is unknown. None when this execution holds the key."""
+    if claim.outcome_unknown:
+        call.state = types_pb2.EXECUTION_STATE_UNKNOWN  # the holder may have run it
+        raise outcome_unknown_error()
+    if claim.replay is not None:
+        # Same key, same input, finished: hand back the recorded (redacted) envelope.
+        return Replayed(gateway_pb2.ExecutionResult.FromString(claim.replay), "idempotency")
+    return None
+
+
+async def replay_finished(call: Call, rt: Runtime) -> Replayed | None:
+    """The journal read early (ADR 0034), right after stage 6 on Invoke and after the input
+    checks on Resume: a repeat of a keyed call that finished answers its recorded envelope
+    before anything that governs a new execution (pre-hooks, policies, limits, the approval
+    gate) could turn it into another answer, and spends nothing; a repeat of one still
+    running, or with another input, answers as the claim would. Only resolution, exposure,
+    concealment and validation ran before it: a capability removed, hidden or no longer
+    exposed answers as missing (SI-8), never with the recording. A free key goes on; stage
+    10's claim still decides (a call that finished meanwhile is replayed there)."""
+    store = rt.idempotency
+    if not call.idempotency_key or store is None:
+        return None
+    call.request_hash = call.input_hash or input_hash(call.input)
+    claim = await store.peek(_scope(call), call.request_hash)
+    return None if claim is None else _answer(call, claim)
+
+
 async def attach_controls(call: Call, rt: Runtime) -> Replayed | None:
     assert call.prepared is not None and call.actor is not None
     store = rt.idempotency
     call.deadline = compute_deadline(call, rt)
     if call.idempotency_key and store is not None:
-        scope = (
-            call.actor.issuer,
-            call.actor.id,
-            call.surface,
-            call.prepared.capability.id,
-            call.idempotency_key,
-        )
+        scope = _scope(call)
         digest = call.input_hash or input_hash(call.input)
         # The claim's lease ends with this execution's deadline, plus the time to record its
         # outcome: a claim its holder never finished (a crash) answers "unknown", not "retry".
         lease_s = call.deadline - rt.monotonic() + LEASE_MARGIN_S
-        claim = await store.claim(scope, digest, call.execution_id, lease_s=lease_s)
-        if claim.outcome_unknown:
-            call.state = types_pb2.EXECUTION_STATE_UNKNOWN  # the holder may have run it
-            raise outcome_unknown_error()
-        if claim.replay is not None:
-            # Same key, same input, finished: hand back the recorded (redacted) envelope.
-            stored = gateway_pb2.ExecutionResult.FromString(claim.replay)
-            return Replayed(stored, source="idempotency")
+        # Held from before the claim is sent: a claim that ran in Redis but whose reply was
+        # lost (a cancel, a timeout, a drain) is released by the runner when nothing ran. The
+        # release only deletes a running claim of this execution id, so a claim that never
+        # ran, or that another execution holds, is left as it is.
         call.idempotency_scope = scope
+        try:
+            claim = await store.claim(
+                scope, digest, call.execution_id, lease_s=lease_s, request_hash=call.request_hash
+            )
+        except CapabilityError as err:
+            if err.code in _HELD_BY_ANOTHER:
+                call.idempotency_scope = None  # answered: this execution holds nothing
+            raise
+        if not claim.claimed:
+            call.idempotency_scope = None
+            return _answer(call, claim)
     if call.deadline <= rt.monotonic():
         raise CapabilityError(Code.TIMEOUT, reason="no time left before the upstream call")
     event = build(Event.STARTED, call, rt.wall(), stances=stances(call))  # each policy's stance

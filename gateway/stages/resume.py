@@ -38,6 +38,9 @@ async def load_approval(call: Call, rt: Runtime) -> Replayed | None:
     if record is None:
         raise _not_found()
     call.capability_id = record.capability_id
+    # The requester's key binds the execution the approval allows (ADR 0034): claimed at stage
+    # 10 as an Invoke's would be, forwarded upstream, replayed to a repeat.
+    call.idempotency_key = record.idempotency_key
     if record.status == "executed" and record.outcome_envelope:
         # A repeated Resume by the requester returns the stored envelope (§12).
         stored = gateway_pb2.ExecutionResult.FromString(record.outcome_envelope)

@@ -102,8 +102,9 @@ def test_invocation_stage_order_is_seed_001() -> None:
     # Stage 4 has two rows: exposure, then the input-free hide policies (ADR 0016).
     # The hook rows (ADR 0027): pre-hooks after 6, their asks merged after 7, post-hooks
     # after 12. The cache rows (ADR 0024): the lookup after 10, the store after 12. The limits
-    # rows (ADR 0022): after the hook asks (7) and right after the approval gate (8).
-    assert numbers == [2, 3, 4, 4, 5, 6, 6, 7, 7, 7, 8, 8, 9, 10, 10, 11, 12, 12, 12, 13]
+    # rows (ADR 0022): after the hook asks (7) and right after the approval gate (8). The
+    # idempotency journal's early read (ADR 0034) right after the actor check (6).
+    assert numbers == [2, 3, 4, 4, 5, 6, 6, 6, 7, 7, 7, 8, 8, 9, 10, 10, 11, 12, 12, 12, 13]
     names = [s.name for s in pipeline.INVOKE]
     assert names == [
         "execution-identity",
@@ -112,6 +113,7 @@ def test_invocation_stage_order_is_seed_001() -> None:
         "input-free-hide",
         "input-validation",
         "actor-check",
+        "idempotency-replay",
         "pre-hooks",
         "invocation-policies",
         "hook-asks",
@@ -147,6 +149,8 @@ def test_resume_re_enters_at_the_approval_gate_and_continues_at_stage_9() -> Non
         names.index("actor-check") < names.index("pre-hooks") < names.index("invocation-policies")
     )
     assert "hook-asks" not in names  # a resumed approval already satisfies any ask
+    # A finished key answers before the approval is consumed (ADR 0034).
+    assert names.index("idempotency-replay") < names.index("approval-consume")
 
 
 def test_error_docs_are_generated_from_the_table() -> None:
