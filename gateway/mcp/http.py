@@ -9,10 +9,17 @@ content negotiation (406, 415), body size (413), strict JSON (no duplicate keys,
 integers: §12), the message, the `MCP-Protocol-Version` header (400 when not spoken on
 sessions) and the session (400 without one, 404 unknown or another actor's). Only then
 does the handler run. A request's answer is JSON or, when the client prefers it, one SSE event.
+
+A request runs in a task of its own (gateway/mcp/inflight.py, ADR 0039) that its caller can
+cancel: by going away, or in the handshake era by `notifications/cancelled` on its session.
+One error boundary, here: whatever the handler raises besides a JSON-RPC error is answered
+`-32603 "Internal error."` (HTTP 500) with the request's id, and the listener keeps serving.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any, Final, Literal
 
 import orjson
@@ -25,9 +32,12 @@ from gateway.drain import Drain
 from gateway.errors import CapabilityError
 from gateway.jsonvalue import parse_json
 from gateway.mcp import guard, modern, notify
+from gateway.mcp.inflight import InFlight
 from gateway.mcp.jsonrpc import (
+    INTERNAL_ERROR,
     INVALID_REQUEST,
     PARSE_ERROR,
+    REQUEST_CANCELLED,
     Message,
     RpcError,
     error,
@@ -49,10 +59,14 @@ from gateway.model import Actor, Limits
 from gateway.settings import Listener, McpSettings
 from gateway.telemetry import tracing
 
+log = logging.getLogger("capgate.mcp")
+
 Encoding = Literal["json", "sse"]
 _ALLOW: Final = "POST, DELETE, OPTIONS"
 _RETRY: Final = {"retry-after": "1"}
 _MEDIA: Final = (("json", "application/json"), ("sse", "text/event-stream"))
+_INTERNAL: Final = RpcError(INTERNAL_ERROR, "Internal error.")
+_CANCELLED: Final = RpcError(REQUEST_CANCELLED, "Request cancelled.")
 
 
 def negotiate(accept: str | None) -> Encoding | None:
@@ -112,16 +126,34 @@ def _fail(
     return _json(status, error(None, RpcError(code, message, data)), headers)
 
 
-def _encode(body: dict[str, Any], encoding: Encoding, headers: dict[str, str]) -> Response:
+def _encode(
+    body: dict[str, Any], status: int, encoding: Encoding, headers: dict[str, str]
+) -> Response:
     data = orjson.dumps(body)  # one line: no newline can end the SSE event early
     if encoding == "sse":
         return Response(
             b"event: message\ndata: " + data + b"\n\n",
-            200,
+            status,
             {**headers, "cache-control": "no-cache"},
             media_type="text/event-stream",
         )
-    return Response(data, 200, headers, media_type="application/json")
+    return Response(data, status, headers, media_type="application/json")
+
+
+def _status(err: RpcError) -> int:
+    """A JSON-RPC error's HTTP status on sessions: 500 for an internal error, else 200."""
+    return 500 if err.code == INTERNAL_ERROR else 200
+
+
+def _cancelled_id(params: dict[str, Any]) -> Any:
+    """The `requestId` a `notifications/cancelled` names (anything else names no request)."""
+    value = params.get("requestId")
+    valid = isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+    return value if valid else None
+
+
+# The answer to a request whose client went away (nobody reads it; uvicorn drops it).
+_GONE: Final = Response(None, 204)
 
 
 class _HeldStream(StreamingResponse):
@@ -183,6 +215,7 @@ class McpApp:
         self._events = events
         self._drain = drain  # a shutdown ends the GET streams (gateway/drain.py)
         self._slots = StreamSlots()
+        self._inflight = InFlight()
         self._allow = "GET, POST, DELETE, OPTIONS" if events is not None else _ALLOW
         self._metadata_paths = guard.metadata_paths(self._settings)
         self._servers = guard.authorization_servers(self._settings, issuers)
@@ -198,7 +231,11 @@ class McpApp:
         if scope["type"] != "http":
             return  # lifespan is off; websockets are not served
         request = Request(scope, receive)
-        response = await self._route(request)
+        try:
+            response = await self._route(request)
+        except Exception as exc:  # the transport's one error boundary: answer, keep serving
+            log.error("MCP request failed (%s)", type(exc).__name__)  # never a payload
+            response = _json(500, error(None, _INTERNAL))
         await response(scope, receive, send)
 
     async def _route(self, request: Request) -> Response:
@@ -365,16 +402,20 @@ class McpApp:
             if isinstance(session, Response):
                 return session
         if message.kind != "request":
+            if isinstance(session, Session) and message.method == "notifications/cancelled":
+                self._inflight.cancel((session.id, _cancelled_id(message.params)))
             return Response(None, 202)  # notifications and responses: accepted, no body
         try:
-            reply = await self._handle(request, message, actor, stateless=False)
+            reply = await self._answer(request, message, actor, session, stateless=False)
         except RpcError as err:
-            return _encode(error(message.id, err), encoding, {})
+            return _encode(error(message.id, err), _status(err), encoding, {})
+        if reply is None:
+            return _GONE
         headers = {"mcp-session-id": reply.session_id} if reply.session_id else {}
         awaited = _awaited_approval(reply.result)
         if awaited is not None and isinstance(session, Session) and self._events is not None:
             await self._events.watch(session.id, actor.identity, awaited)
-        return _encode(result(message.id, reply.result), encoding, headers)
+        return _encode(result(message.id, reply.result), 200, encoding, headers)
 
     async def _post_batch(
         self, request: Request, actor: Actor, values: list[Any], encoding: Encoding
@@ -402,10 +443,12 @@ class McpApp:
             if message.kind != "request":
                 continue
             try:
-                reply = await self._handle(request, message, actor, stateless=False)
+                reply = await self._answer(request, message, actor, session, stateless=False)
             except RpcError as err:
                 answers.append(error(message.id, err))
                 continue
+            if reply is None:  # the client went away: the rest of the batch is not run
+                return _GONE
             answers.append(result(message.id, reply.result))
         if not answers:
             return Response(None, 202)
@@ -418,10 +461,33 @@ class McpApp:
             )
         return Response(orjson.dumps(answers), 200, media_type="application/json")
 
+    async def _answer(
+        self,
+        request: Request,
+        message: Message,
+        actor: Actor,
+        session: Session | Response | None,
+        *,
+        stateless: bool,
+    ) -> Reply | None:
+        """The handler's reply, run so that its caller can cancel it (ADR 0039); None when the
+        client went away. `initialize` is never cancelled (the spec forbids it)."""
+        work = self._handle(request, message, actor, stateless=stateless)
+        if message.method == "initialize":
+            return await work
+        key = (session.id, message.id) if isinstance(session, Session) else None
+        try:
+            return await self._inflight.run(key, work, request.receive)
+        except asyncio.CancelledError:
+            if asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                raise  # this request itself is being cancelled (a server stop)
+            raise _CANCELLED from None  # cancelled before anything ran or was recorded
+
     async def _handle(
         self, request: Request, message: Message, actor: Actor, *, stateless: bool
     ) -> Reply:
-        """The handler's reply under the request's SERVER span (W3C context from headers)."""
+        """The handler's reply under the request's SERVER span (W3C context from headers);
+        anything but a JSON-RPC error is an internal error (logged by type, never a payload)."""
         traceparent = request.headers.get("traceparent", "")
         carrier = [
             (k, request.headers[k]) for k in ("traceparent", "tracestate") if k in request.headers
@@ -431,13 +497,19 @@ class McpApp:
             "rpc.method": message.method,
             "mcp.method.name": message.method,
         }
-        with tracing.server_span(message.method, tracing.extract(tuple(carrier)), attributes):
-            return await self._handler.handle(
-                message,
-                actor,
-                traceparent=traceparent,
-                stateless=stateless,
-            )
+        try:
+            with tracing.server_span(message.method, tracing.extract(tuple(carrier)), attributes):
+                return await self._handler.handle(
+                    message,
+                    actor,
+                    traceparent=traceparent,
+                    stateless=stateless,
+                )
+        except RpcError:
+            raise
+        except Exception as exc:
+            log.error("MCP %s failed (%s)", message.method, type(exc).__name__)
+            raise _INTERNAL from None
 
     async def _post_modern(
         self, request: Request, actor: Actor, message: Message, encoding: Encoding
@@ -454,14 +526,16 @@ class McpApp:
             return Response(None, 202)
         try:
             modern.classify(message.method, message.params, request.headers, SUPPORTED_VERSIONS)
-            reply = await self._handle(request, message, actor, stateless=True)
+            reply = await self._answer(request, message, actor, None, stateless=True)
         except RpcError as err:
-            status = modern.status_of(err.code)
+            status = modern.status_of(err.code) if err.code != INTERNAL_ERROR else 500
             if status != 200:
                 return _json(status, error(message.id, err))
-            return _encode(error(message.id, err), encoding, {})
+            return _encode(error(message.id, err), 200, encoding, {})
+        if reply is None:
+            return _GONE
         shaped = modern.shape(message.method, reply.result, SERVER_INFO)
-        return _encode(result(message.id, shaped), encoding, {})
+        return _encode(result(message.id, shaped), 200, encoding, {})
 
 
 def _awaited_approval(value: dict[str, Any]) -> str | None:

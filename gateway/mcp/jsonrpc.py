@@ -12,6 +12,9 @@ INVALID_REQUEST: Final = -32600
 METHOD_NOT_FOUND: Final = -32601
 INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603
+# A request cancelled before anything ran or was recorded (ADR 0039); the code JSON-RPC
+# servers (LSP's RequestCancelled) use for it, from the range JSON-RPC reserves for servers.
+REQUEST_CANCELLED: Final = -32800
 
 RequestId = str | int
 Kind = Literal["request", "notification", "response"]

@@ -1,4 +1,6 @@
 """The MCP methods of one listener, on top of the same pipelines as gRPC (stages 2-15).
+Every `tools/call` enters a pipeline (gateway/mcp/execute.py): a name that is no tool here and
+an approval id that is unknown are audited like gRPC's Invoke and Resume of them (SI-8).
 
 `initialize` negotiates the version and opens a session; `tools/list` is Describe for the
 listener's surface; `tools/call` is Invoke; `capgate_approval_status` checks or resumes the
@@ -20,14 +22,15 @@ from typing import Any, Final
 from capgate.v1 import types_pb2
 from gateway import discovery, pipeline
 from gateway.approvals.convert import to_proto
+from gateway.approvals.records import ApprovalRecord
 from gateway.call import Call, Runtime
 from gateway.envelope import error_proto
 from gateway.errors import CapabilityError, Code, InputIssue
 from gateway.jsonvalue import dumps
-from gateway.mcp import mrtr, tools
-from gateway.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, UNKNOWN_TOOL, Message, RpcError
+from gateway.mcp import execute, mrtr, tools
+from gateway.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, Message, RpcError
 from gateway.mcp.modern import MODERN_VERSIONS
-from gateway.mcp.names import APPROVAL_TOOL, ToolTable, build_table
+from gateway.mcp.names import APPROVAL_TOOL, ToolTable, build_table, tool_name
 from gateway.mcp.sessions import SessionStore
 from gateway.model import Actor
 from gateway.settings import Listener, McpSettings
@@ -66,6 +69,9 @@ class Catalog:
     snapshot: Snapshot
     table: ToolTable
     static: Mapping[str, dict[str, Any]]  # capability id -> static tool part
+    # The name each capability unexposed on this surface would have, when no tool has it:
+    # calling it runs stage 4's refusal (`not-exposed`), as gRPC's Invoke of its id does.
+    unexposed: Mapping[str, str]  # tool name -> capability id
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,8 +194,20 @@ class McpHandler:
             )
             for name, cap_id in table.by_name.items()
         }
-        self._catalog = Catalog(snapshot, table, static)
+        self._catalog = Catalog(snapshot, table, static, self._unexposed(snapshot, table))
         return self._catalog
+
+    def _unexposed(self, snapshot: Snapshot, table: ToolTable) -> dict[str, str]:
+        names: dict[str, list[str]] = {}
+        for cap_id, prepared in snapshot.capabilities.items():
+            if not prepared.capability.exposed_on(self._surface):
+                names.setdefault(tool_name(cap_id, self._settings.tool_names), []).append(cap_id)
+        # A name a tool has, or two unexposed capabilities share, means no unexposed one.
+        return {
+            name: owners[0]
+            for name, owners in names.items()
+            if len(owners) == 1 and table.capability(name) is None and name != APPROVAL_TOOL
+        }
 
     def _list(self, params: dict[str, Any], actor: Actor) -> dict[str, Any]:
         if params.get("cursor") is not None:
@@ -228,20 +246,21 @@ class McpHandler:
         if mrtr_client and "requestState" in params:  # a retry of an input_required answer
             return await self._continue(params, binding, actor, correlation_id, traceparent)
         snapshot = self._snapshot()  # one snapshot from start to end (§12)
-        cap_id = self._catalog_of(snapshot).table.capability(name)
-        if cap_id is None:
-            raise UNKNOWN_TOOL
+        catalog = self._catalog_of(snapshot)
+        cap_id = catalog.table.capability(name) or catalog.unexposed.get(name)
         call = Call(
             snapshot=snapshot,
             surface=self._surface,
             actor=actor,
-            capability_id=cap_id,
+            # An unknown name is audited as what the caller asked for (stage 2, SI-8).
+            capability_id=name if cap_id is None else cap_id,
             raw_input=dumps(arguments),
             idempotency_key=idempotency_key,
             correlation_id=correlation_id,
             traceparent=traceparent,
         )
-        result = await pipeline.run(call, self._rt, pipeline.INVOKE)
+        stages = execute.UNKNOWN_TOOL_STAGES if cap_id is None else pipeline.INVOKE
+        result = await execute.run(call, self._rt, stages)
         if (
             mrtr_client
             and result.WhichOneof("outcome") == "approval_required"
@@ -279,14 +298,32 @@ class McpHandler:
         approval_id = self._states.open(state, binding, now=self._rt.wall())
         assert isinstance(state, str)
         resume = mrtr.continued(params)
-        record = await self._rt.approvals.get_own(
-            approval_id, requester=actor, surface=self._surface
-        )
-        if record is not None and record.status == "pending" and resume:
-            view = to_proto(record, include_input=False, redactor=None)
+        peeked = await self._peek(approval_id, actor)
+        if isinstance(peeked, ApprovalRecord) and peeked.status == "pending" and resume:
+            view = to_proto(peeked, include_input=False, redactor=None)
             return mrtr.input_required(_awaiting(view), state)
-        arguments = {"approval_id": approval_id, "resume": resume}
-        return await self._approval_status(arguments, actor, correlation_id, traceparent)
+        return await self._status(
+            approval_id,
+            resume,
+            peeked,
+            actor,
+            correlation_id=correlation_id,
+            traceparent=traceparent,
+        )
+
+    async def _peek(
+        self, approval_id: str, actor: Actor
+    ) -> ApprovalRecord | CapabilityError | None:
+        """The caller's own approval, None when unknown or another's, or why it cannot be read
+        (APPROVAL_UNAVAILABLE while Redis is away): bound to the requester and the surface it
+        asked on inside Redis, so anything else reads, and costs, as an unknown id (SI-8)."""
+        try:
+            record: ApprovalRecord | None = await self._rt.approvals.get_own(
+                approval_id, requester=actor, surface=self._surface
+            )
+        except CapabilityError as err:
+            return err
+        return record
 
     async def _approval_status(
         self, arguments: dict[str, Any], actor: Actor, correlation_id: str, traceparent: str
@@ -300,19 +337,36 @@ class McpHandler:
             issues.append(InputIssue("$.resume", "must be a boolean"))
         if issues:
             return _failure(CapabilityError(Code.INPUT_INVALID, issues=tuple(issues)))
-        assert isinstance(approval_id, str)
-        store = self._rt.approvals
-        try:
-            # Bound to the requester and the surface it asked on, compared inside Redis before
-            # the record is read: anything else reads, and costs, as an unknown id (SI-8).
-            record = await store.get_own(approval_id, requester=actor, surface=self._surface)
-        except CapabilityError as err:
-            return _failure(err)
-        if record is None:
-            return _failure(CapabilityError(Code.APPROVAL_NOT_FOUND))
-        if record.status == "pending" or not resume:
-            view = to_proto(record, include_input=False, redactor=None)
+        assert isinstance(approval_id, str) and isinstance(resume, bool)
+        peeked = await self._peek(approval_id, actor)
+        return await self._status(
+            approval_id,
+            resume,
+            peeked,
+            actor,
+            correlation_id=correlation_id,
+            traceparent=traceparent,
+        )
+
+    async def _status(
+        self,
+        approval_id: str,
+        resume: bool,
+        peeked: ApprovalRecord | CapabilityError | None,
+        actor: Actor,
+        *,
+        correlation_id: str,
+        traceparent: str,
+    ) -> dict[str, Any]:
+        """A pending approval, or any with `resume: false`, is reported as GetApproval would
+        (no execution). Otherwise Resume runs, as on gRPC: an approved call once, a decided or
+        unknown id, or a store that cannot be reached, to its audited refusal."""
+        if isinstance(peeked, ApprovalRecord) and (peeked.status == "pending" or not resume):
+            view = to_proto(peeked, include_input=False, redactor=None)
             return tools.approval_result(view, {}, status_tool=True, requested=False)
+        if not resume:
+            unread = peeked if isinstance(peeked, CapabilityError) else None
+            return _failure(unread or CapabilityError(Code.APPROVAL_NOT_FOUND))
         call = Call(
             snapshot=self._snapshot(),
             surface=self._surface,
@@ -323,7 +377,7 @@ class McpHandler:
             correlation_id=correlation_id,
             traceparent=traceparent,
         )
-        result = await pipeline.run(call, self._rt, pipeline.RESUME)
+        result = await execute.run(call, self._rt, pipeline.RESUME)
         return tools.call_result(result, status_tool=True, conceal_not_found=False)
 
 

@@ -3,6 +3,8 @@ HTTP requests for what the SDK never sends (bad Host, Origin, tokens), and the a
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -17,7 +19,7 @@ from capgate.v1 import admin_pb2, admin_pb2_grpc
 from examples.orders import orders_pb2, orders_pb2_grpc
 from gateway.audit.sinks import MemorySink
 from gateway.serve import Gateway
-from tests.gateway.harness import token
+from tests.gateway.harness import terminal_events, token
 
 AUDIENCE = "capgate-mcp"
 PROTOCOL = "2025-11-25"
@@ -91,6 +93,27 @@ class McpEnv:
         async with grpc.aio.insecure_channel(self.orders_address) as ch:
             stats = await orders_pb2_grpc.ControlStub(ch).GetStats(orders_pb2.GetStatsRequest())
         return sum(n for key, n in stats.calls.items() if key.endswith(method))
+
+    async def mark(self) -> int:
+        """The trail's length once every event emitted so far has been written."""
+        await self.gw.runtime.audit.flush()  # type: ignore[attr-defined]
+        return len(self.audit.events)
+
+    async def executions_since(
+        self, mark: int, *, settle_s: float = 5.0
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Events of every execution whose `capability.requested` came after event `mark`,
+        once each has its terminal event (or `settle_s` passed: the caller asserts)."""
+        deadline = time.monotonic() + settle_s
+        while True:
+            await self.gw.runtime.audit.flush()  # type: ignore[attr-defined]
+            new = self.audit.events[mark:]
+            ids = [e["execution_id"] for e in new if e["event"] == "capability.requested"]
+            found = {i: [e for e in new if e.get("execution_id") == i] for i in ids}
+            settled = all(terminal_events(events) for events in found.values())
+            if (ids and settled) or time.monotonic() > deadline:
+                return found
+            await asyncio.sleep(0.01)  # the audit writer is a background task
 
     async def close(self) -> None:
         if self._admin is not None:
