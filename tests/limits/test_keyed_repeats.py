@@ -1,0 +1,108 @@
+"""A repeat of a finished keyed call answers its recording, whatever governs new executions
+(issue 25 item 1, ADR 0034): a budget that would now ask for approval or refuse, a policy, a
+hook. Real gateway (in-process, real listeners), real Redis, the real example upstream, which
+logs the idempotency key each call carried."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from capgate.v1 import gateway_pb2, types_pb2
+from tests.gateway.harness import Env
+from tests.gateway.test_approval_flow import decide
+from tests.limits.conftest import PREFIX
+from tests.limits.test_limits_flow import refund
+
+pytestmark = [pytest.mark.integration]
+
+REFUND = "RefundOrder"
+
+
+async def _upstream_keys(env: Env) -> list[str]:
+    """The idempotency key of every refund the upstream received, in order."""
+    stats = await env.stats()
+    return [r.idempotency_key for r in stats.log if r.method.endswith(REFUND)]
+
+
+async def _spent(env: Env, limit: str) -> float:
+    client = aioredis.from_url(env.gw.settings.redis.url)
+    try:
+        total = 0.0
+        async for key in client.scan_iter(match=f"{PREFIX}:{{lim}}:{limit}:*"):
+            if b":apr:" in key:
+                continue
+            value = await client.hget(key, "spent")
+            total += float(value or 0)
+        return total
+    finally:
+        await client.aclose()
+
+
+def _kind(result: gateway_pb2.ExecutionResult) -> str:
+    return str(result.WhichOneof("outcome"))
+
+
+async def test_a_repeat_after_the_budget_would_ask_for_approval_replays_and_runs_nothing(
+    env: Env,
+) -> None:
+    # 80 of a 100 budget with on_exceed: require-approval: the repeat would need 160.
+    first = await env.invoke("billing.refund", refund(80), idempotency_key="k-80")
+    assert _kind(first) == "completed", first
+    again = await env.invoke("billing.refund", refund(80), idempotency_key="k-80")
+    assert again == first  # the recording, not approval_required
+    assert await _upstream_keys(env) == ["k-80"]
+    assert await _spent(env, "approved_budget") == 80.0  # a replay spends nothing
+    # The repeat's own execution: requested, then its one terminal event, a replay.
+    await env.events_for(first.execution_id)  # the trail caught up
+    [replay] = [e for e in env.audit.events if e.get("replay_of") == first.execution_id]
+    events = [e for e in env.audit.events if e.get("execution_id") == replay["execution_id"]]
+    assert [e["event"] for e in events] == ["capability.requested", "capability.completed"]
+    assert replay["replayed"] is True
+
+
+async def test_a_repeat_after_the_budget_filled_replays_instead_of_rate_limited(env: Env) -> None:
+    # "urgent": the execution-phase reserve policy lets a refund that empties the budget run.
+    first = await env.invoke(
+        "orders.refund", refund(1000, reason="urgent"), idempotency_key="k-full"
+    )
+    assert _kind(first) == "completed", first
+    assert await _spent(env, "refund_budget") == 1000.0  # full: a new call would be refused
+    fresh = await env.invoke("orders.refund", refund(1, reason="urgent"))
+    assert fresh.failed.code == types_pb2.ERROR_CODE_RATE_LIMITED, fresh
+    again = await env.invoke(
+        "orders.refund", refund(1000, reason="urgent"), idempotency_key="k-full"
+    )
+    assert again == first  # it ran: its recording, never RATE_LIMITED for a call that ran
+    assert await _upstream_keys(env) == ["k-full"]
+
+
+async def test_a_keyed_call_that_needed_approval_runs_once_under_the_callers_key(
+    env: Env,
+) -> None:
+    spent = await env.invoke("billing.refund", refund(80), idempotency_key="k-a")
+    assert _kind(spent) == "completed", spent
+    asked = await env.invoke("billing.refund", refund(60), idempotency_key="k-b")
+    assert _kind(asked) == "approval_required", asked
+    approval = asked.approval_required.approval
+    await decide(env, approval, by="bob")
+    resumed = await env.resume(approval.id)
+    assert _kind(resumed) == "completed", resumed
+    # The upstream saw the caller's key, not the resumed execution's id: it can deduplicate.
+    assert await _upstream_keys(env) == ["k-a", "k-b"]
+    # A repeat of the approved call, by key: its recording, no second approval, no second run.
+    again = await env.invoke("billing.refund", refund(60), idempotency_key="k-b")
+    assert again == resumed
+    assert await _upstream_keys(env) == ["k-a", "k-b"]
+    assert await _spent(env, "approved_budget") == 140.0
+
+
+async def test_a_repeat_with_another_input_is_a_conflict_before_any_budget(env: Env) -> None:
+    first = await env.invoke("billing.refund", refund(80), idempotency_key="k-c")
+    assert _kind(first) == "completed", first
+    other: dict[str, Any] = refund(90)
+    conflict = await env.invoke("billing.refund", other, idempotency_key="k-c")
+    assert conflict.failed.code == types_pb2.ERROR_CODE_IDEMPOTENCY_CONFLICT
+    assert await _upstream_keys(env) == ["k-c"]
