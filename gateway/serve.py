@@ -299,9 +299,8 @@ async def start(
         redis = connect(redis_settings)
     sinks: list[Sink] = list(extra_sinks)
     # Approval notifications ride the audit drain: never on the request path (issue 10).
+    # An observer, not a sink: it keeps no record, so a strict write never counts it.
     notifier = WebhookNotifier(settings.notify) if settings.notify.webhooks else None
-    if notifier is not None:
-        sinks.append(notifier)
     for name in settings.audit.sinks:
         if name == "stdout":
             sinks.append(StreamSink())
@@ -313,7 +312,8 @@ async def start(
             )
         elif name == "otlp":
             sinks.append(OtlpLogSink())
-    audit = AuditLog(sinks, buffer=settings.audit.buffer)
+    observers = [notifier] if notifier is not None else []
+    audit = AuditLog(sinks, observers=observers, buffer=settings.audit.buffer)
     audit.start()
     runtime = Runtime(audit=audit, signer=ActorTokenSigner(settings.actor_token))
     if settings.actor_token.jwks_out:

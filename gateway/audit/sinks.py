@@ -12,6 +12,11 @@ through the buffer keeps the order of an execution's events (`capability.request
 `capability.started`) and lets concurrent strict writes share one round trip (group commit).
 A full buffer, a failing sink or no answer within `strict_timeout_s` raises
 `AuditUnavailable`, which stage 10 turns into AUDIT_UNAVAILABLE before any upstream call.
+
+Observers (the webhook notifier) get every batch after the sinks but keep no record: they react
+to a few event names and drop the rest, `capability.started` included. A strict write never
+counts them, so a log with observers and no sink refuses every strict write ("no audit record,
+no execution"); the config loader refuses `audit.strict: true` with no sink before that.
 """
 
 from __future__ import annotations
@@ -116,12 +121,14 @@ class AuditLog:
         self,
         sinks: Sequence[Sink],
         *,
+        observers: Sequence[Sink] = (),
         buffer: int = 10_000,
         batch: int = 256,
         strict_timeout_s: float = 5.0,
         linger_s: float = 0.005,
     ):
         self.sinks = list(sinks)
+        self.observers = list(observers)
         self.dropped = 0
         self.strict_timeout_s = strict_timeout_s
         self._queue: asyncio.Queue[_Item] = asyncio.Queue(maxsize=buffer)
@@ -145,7 +152,7 @@ class AuditLog:
 
     def emit(self, event: dict[str, Any]) -> None:
         """Best effort: never blocks, never raises; a full buffer drops (and counts) it."""
-        if not self.sinks:
+        if not self.sinks and not self.observers:
             return
         try:
             self._queue.put_nowait((event, None))
@@ -154,9 +161,10 @@ class AuditLog:
         self._ensure_started()
 
     async def emit_strict(self, event: dict[str, Any]) -> None:
-        """Wait until every sink holds the event; raises AuditUnavailable otherwise."""
+        """Wait until every sink holds the event; raises AuditUnavailable otherwise, also when
+        there is no sink at all (observers keep no record)."""
         if not self.sinks:
-            return
+            raise AuditUnavailable("no audit sink")
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         try:
             self._queue.put_nowait((event, done))
@@ -208,6 +216,11 @@ class AuditLog:
                 )
             else:
                 metrics.audit_written.add((sink.name,), len(events))
+        for observer in self.observers:
+            try:
+                await observer.write(events)
+            except Exception as exc:  # an observer's failure is its own: never a strict failure
+                log.warning("audit observer %s failed: %s", observer.name, type(exc).__name__)
         for _, done in batch:
             if done is None or done.done():
                 continue
@@ -244,7 +257,7 @@ class AuditLog:
             if done is not None and not done.done():
                 done.set_exception(AuditUnavailable("shutting down"))
                 done.exception()
-        for sink in self.sinks:
+        for sink in (*self.sinks, *self.observers):
             closer = getattr(sink, "close", None)
             if callable(closer):
                 result = closer()

@@ -32,6 +32,14 @@ def _check_sections(ctx: Ctx) -> None:
     sinks = audit.get("sinks")
     if isinstance(sinks, list) and "file" in sinks and "file" not in audit:
         ctx.fail(("audit", "sinks"), "the file sink needs audit.file")
+    if audit.get("strict") is True and isinstance(sinks, list) and not sinks:
+        # Seed 001 stage 10: no audit record, no execution. With no sink a strict write would
+        # have nowhere to land; webhook notifications are no record (they carry only
+        # capability.approval_requested).
+        ctx.fail(
+            ("audit", "strict"),
+            "strict audit needs a sink in audit.sinks (webhook notifications keep no record)",
+        )
     key = text(audit, "hmac_key")
     if key and len(key.encode()) < jws.HS256_MIN_SECRET_BYTES:
         ctx.fail(("audit", "hmac_key"), f"must be at least {jws.HS256_MIN_SECRET_BYTES} bytes")

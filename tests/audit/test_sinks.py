@@ -126,12 +126,41 @@ async def test_close_drains_what_is_buffered() -> None:
     assert log.dropped == 0
 
 
-async def test_no_sinks_means_no_work_and_no_failure() -> None:
+async def test_no_sinks_means_no_work_for_best_effort_and_refuses_strict_writes() -> None:
     log = AuditLog([])
     log.emit(ev(1))
-    await log.emit_strict(ev(2))
+    with pytest.raises(AuditUnavailable, match="no audit sink"):
+        await log.emit_strict(ev(2))  # no audit record, no execution
     await log.close()
     assert log.dropped == 0
+
+
+class Observer:
+    """Reacts to one event name, like the webhook notifier; keeps no record."""
+
+    name = "observer"
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    async def write(self, events: Sequence[dict[str, Any]]) -> None:
+        self.seen += [e["event"] for e in events]
+
+
+async def test_observers_see_every_event_but_never_make_a_strict_write_succeed() -> None:
+    observer = Observer()
+    log = AuditLog([], observers=[observer])
+    log.emit(ev(1))
+    await log.flush()
+    assert observer.seen == ["capability.requested"]
+    with pytest.raises(AuditUnavailable, match="no audit sink"):
+        await log.emit_strict(ev(2))
+    await log.close()
+    memory = MemorySink()
+    recorded = AuditLog([memory], observers=[BrokenSink()])
+    await recorded.emit_strict(ev(3))  # an observer's failure is no strict failure
+    assert memory.events == [ev(3)]
+    await recorded.close()
 
 
 async def test_the_file_sink_appends_json_lines(tmp_path: Path) -> None:

@@ -68,7 +68,7 @@ async def gateway(
 
 
 def notifier_of(gw: Gateway) -> WebhookNotifier:
-    sinks = gw.runtime.audit.sinks  # type: ignore[attr-defined]
+    sinks = gw.runtime.audit.observers  # type: ignore[attr-defined]
     return next(s for s in sinks if isinstance(s, WebhookNotifier))
 
 
