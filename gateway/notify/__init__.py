@@ -1,8 +1,8 @@
 """Webhook notifications for approvers (DESIGN §12: webhooks carry no input).
 
-`WebhookNotifier` is an audit sink: it reacts to `capability.approval_requested` and POSTs a
+`WebhookNotifier` is an audit observer: it reacts to `capability.approval_requested` and POSTs a
 Slack-compatible or a generic JSON message with a deep link to the approver inbox, signed with
-HMAC-SHA256, retried with bounded backoff. Audit sinks are drained in the background, so a slow
+HMAC-SHA256, retried with bounded backoff. The audit log is drained in the background, so a slow
 or failing receiver never blocks or fails the governed call.
 """
 

@@ -1,4 +1,4 @@
-"""`WebhookNotifier`: the audit sink that notifies approvers of new approval requests.
+"""`WebhookNotifier`: the audit observer that notifies approvers of new approval requests.
 
 `write` only schedules deliveries — one task per (event, webhook) — and returns, so the audit
 drain (already off the request path) is not held up by a slow receiver either. Each delivery
@@ -56,7 +56,8 @@ def snapshot_facts(current: Callable[[], Any]) -> Facts:
 
 
 class WebhookNotifier:
-    """An audit `Sink` that POSTs approval notifications to the configured webhooks."""
+    """An audit observer (a `Sink` the audit log never counts as a record, since it drops
+    every event but `capability.approval_requested`) that POSTs approval notifications."""
 
     name = "webhooks"
 
