@@ -1,9 +1,12 @@
-"""Discovery pipeline (seed 001, `runtime.describe`) and the `Check` dry run of stages 3-7.
+"""Discovery pipeline (seed 001, `runtime.describe`) and the `Check` dry run of stages 3-9.
 
 Describe: exposure filter (SI-1) → discovery-phase policies with no input (deny, hide or an
 error exclude, fail closed; require-approval marks the descriptor) → minimal descriptors →
-`capabilities.discovered`. Check reveals only what Invoke would and emits no capability.*
-events; full stances only for the admin `Explain`.
+`capabilities.discovered`. Check answers what Invoke would answer now, short of running
+anything (ADR 0035): stages 3-7, the limits peeked without spending, stage 8's refusals
+before an approval is requested, and stage 9 for a call that would not suspend. It reveals
+only what Invoke would and emits no capability.* events; full stances only for the admin
+`Explain`.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from datetime import UTC, datetime
 
 from capgate.v1 import gateway_pb2, types_pb2
 from gateway.call import Call, Runtime
+from gateway.canonical import input_hash
 from gateway.envelope import error_proto
 from gateway.errors import CapabilityError, Code, Event
 from gateway.model import Actor
@@ -20,8 +24,10 @@ from gateway.snapshot import Snapshot
 from gateway.stages.actor import check_actor
 from gateway.stages.exposure import check_exposure
 from gateway.stages.hooks import merge_hook_asks, run_pre_hooks
+from gateway.stages.limits import peek_limits
 from gateway.stages.policies import (
     eval_request,
+    evaluate_execution_policies,
     evaluate_invocation_policies,
     hide_before_validation,
 )
@@ -95,7 +101,8 @@ async def check(
     metadata: dict[str, str],
     full: bool,
 ) -> gateway_pb2.CheckResponse:
-    """Stages 3-7 without side effects. `full` (admin only) adds every policy's stance."""
+    """What Invoke would answer now, without side effects (ADR 0035). `full` (admin only)
+    adds every invocation policy's stance."""
     call = Call(
         snapshot=snapshot,
         surface=surface,
@@ -116,6 +123,9 @@ async def check(
             run_pre_hooks,  # their context reaches the policies, as on Invoke
             evaluate_invocation_policies,
             merge_hook_asks,
+            peek_limits,  # read, never spent: a Check loop consumes no limit
+            _approval_refusals,
+            _execution_policies,
         ):
             await stage(call, rt)
     except CapabilityError as err:
@@ -128,10 +138,10 @@ async def check(
             )
         response.error.CopyFrom(error_proto(err, types_pb2.EXECUTION_STATE_NOT_STARTED))
     else:
-        assert call.prepared is not None
-        needs = call.requirement is not None or call.prepared.capability.approval.required
         response.decision = (
-            types_pb2.DECISION_REQUIRE_APPROVAL if needs else types_pb2.DECISION_ALLOW
+            types_pb2.DECISION_REQUIRE_APPROVAL
+            if _needs_approval(call)
+            else types_pb2.DECISION_ALLOW
         )
         if call.requirement is not None:
             response.approval_reasons.extend(call.requirement.reasons)
@@ -154,8 +164,42 @@ def _add_stances(response: gateway_pb2.CheckResponse, stances: Sequence[Stance])
 
 _DENIALS = frozenset(
     {Code.CAPABILITY_NOT_FOUND, Code.POLICY_DENIED, Code.POLICY_FAILED}
-    | {Code.HOOK_DENIED, Code.HOOK_FAILED}
+    | {Code.HOOK_DENIED, Code.HOOK_FAILED, Code.RATE_LIMITED}
 )
+
+
+def _needs_approval(call: Call) -> bool:
+    assert call.prepared is not None
+    return call.requirement is not None or call.prepared.capability.approval.required
+
+
+async def _approval_refusals(call: Call, rt: Runtime) -> None:
+    """Stage 8's refusals of a call that would request an approval, in the gate's order
+    (`stages/approval.approval_gate`): no approval store and no inline approver, an anonymous
+    actor, an input without a canonical form. Nothing is stored and no inline approver is
+    asked: its decision is the approval the answer says is required."""
+    assert call.prepared is not None and call.actor is not None
+    if not _needs_approval(call):
+        return
+    if rt.approvals is None and call.prepared.inline_approver is None:
+        raise CapabilityError(
+            Code.APPROVAL_UNAVAILABLE, retryable=False, reason="no approval store"
+        )
+    if call.actor.anonymous:
+        raise CapabilityError(
+            Code.UNAUTHENTICATED,
+            message="Approval-gated calls need an authenticated actor.",
+            reason="anonymous approval request",
+        )
+    input_hash(call.input)  # APPROVAL_UNSERIALIZABLE_INPUT when it has no canonical form
+
+
+async def _execution_policies(call: Call, rt: Runtime) -> None:
+    """Stage 9, for a call Invoke would run now (with what the limits would leave): one that
+    suspends for an approval meets the execution phase only on its Resume, with the approval
+    bound, which a Check cannot foresee."""
+    if not _needs_approval(call):
+        await evaluate_execution_policies(call, rt)
 
 
 async def explain_phase(

@@ -1,4 +1,5 @@
-"""The one Lua script that checks and spends every limit of a call in ONE round trip.
+"""The one Lua script that checks and spends every limit of a call in ONE round trip, and its
+read-only twin `PEEK` (the same decision, no write) that `Check` runs (ADR 0035).
 
 KEYS: two per limit, in the call's order: the limit's state key, then its approval marker key
 (used only when the limit is forced past on an approval). Every key of every call carries the
@@ -30,7 +31,9 @@ from __future__ import annotations
 
 from typing import Final
 
-CHECK_AND_SPEND: Final = """
+# Reads every limit and decides it: the part of the script CHECK_AND_SPEND and PEEK share,
+# so a peek decides exactly as a spend would.
+_DECIDE: Final = """
 local now = tonumber(ARGV[1])
 local n = (#ARGV - 1) / 5
 local out, plans, all_pass = {}, {}, true
@@ -76,7 +79,11 @@ for i = 1, n do
     end
   end
 end
-if all_pass then
+"""
+
+CHECK_AND_SPEND: Final = (
+    _DECIDE
+    + """if all_pass then
   for i = 1, n do
     local p = plans[i]
     if p and p[1] == 'r' then
@@ -91,6 +98,12 @@ if all_pass then
 end
 return out
 """
+)
+
+# The same KEYS, ARGV and reply as CHECK_AND_SPEND (force always '0'), with no write: what
+# `Check` asks (ADR 0035). A script that writes nothing is not propagated, so it waits for no
+# fsync either.
+PEEK: Final = _DECIDE + "return out\n"
 
 # KEYS: two per budget given back: its state key, then the approval marker key of a forced
 # spend (a placeholder of the same hash tag otherwise). ARGV: per budget the amount, the window

@@ -1,4 +1,5 @@
-"""The limit state in Redis: one script call checks and spends every limit of a call.
+"""The limit state in Redis: one script call checks and spends every limit of a call (or, for
+`Check`, peeks at them without spending).
 
 Key layout (docs/limits.md; ADR 0022):
 
@@ -28,7 +29,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from gateway.limits.model import LimitSpec
-from gateway.limits.script import CHECK_AND_SPEND, GIVE_BACK
+from gateway.limits.script import CHECK_AND_SPEND, GIVE_BACK, PEEK
 from gateway.redisconn import RedisClient, RedisUnavailable, mapped_errors
 
 TAG = "{lim}"
@@ -74,6 +75,7 @@ class RedisLimiter:
         self._prefix = prefix
         self._script = redis.register_script(CHECK_AND_SPEND)
         self._give_back = redis.register_script(GIVE_BACK)
+        self._peek = redis.register_script(PEEK)
 
     def key(self, spec: LimitSpec, value: str) -> str:
         digest = hashlib.sha256(value.encode()).hexdigest()[:32]
@@ -82,6 +84,14 @@ class RedisLimiter:
     async def check(self, charges: Sequence[Charge], *, now: float) -> list[Verdict]:
         """One verdict per charge; every charge was spent when every verdict passed, none
         otherwise. Raises `RedisUnavailable` when Redis cannot answer."""
+        return await self._decide(self._script, charges, now)
+
+    async def peek(self, charges: Sequence[Charge], *, now: float) -> list[Verdict]:
+        """The verdicts `check` would give now, spending nothing and writing nothing (`Check`,
+        ADR 0035). Raises `RedisUnavailable` when Redis cannot answer, as `check` does."""
+        return await self._decide(self._peek, charges, now)
+
+    async def _decide(self, script: Any, charges: Sequence[Charge], now: float) -> list[Verdict]:
         keys: list[str] = []
         args: list[Any] = [repr(math.floor(now * 1000.0))]
         for charge in charges:
@@ -89,7 +99,7 @@ class RedisLimiter:
             keys += [state, _marker(state, charge.approval_id)]
             args += _args(charge)
         with _refusals_unavailable(), mapped_errors():
-            reply: list[Any] = await self._script(keys=keys, args=args)
+            reply: list[Any] = await script(keys=keys, args=args)
         verdicts = []
         for i in range(len(charges)):
             passed, remaining, wait = (float(bytes(x)) for x in reply[4 * i : 4 * i + 3])

@@ -26,7 +26,7 @@ from opentelemetry.trace import Span
 from gateway.call import Call, Runtime
 from gateway.errors import CapabilityError, Code, InputIssue
 from gateway.limits.compile import CompiledLimit, backend
-from gateway.limits.store import Charge
+from gateway.limits.store import Charge, Verdict
 from gateway.redisconn import RedisUnavailable
 from gateway.stages.policies import eval_request
 from gateway.telemetry import child_span, metrics
@@ -219,3 +219,49 @@ def _unavailable(charges: list[Charge], cause: str) -> None:
             message="Limits cannot be checked right now; try again later.",
             reason="limit store unavailable: " + ",".join(closed),
         )
+
+
+# -- Check's peek (ADR 0035): separate from the spend path above, which it never calls ---------
+
+
+async def peek_limits(call: Call, rt: Runtime) -> None:
+    """`Check`: the limits row as Invoke would run it now, spending nothing (the read-only
+    twin of the limit script). The same answers as `enforce_limits`: RATE_LIMITED with
+    `retry_after`, an over-budget call that only `require-approval` budgets refuse turned into
+    an approval requirement, `on_redis_down` when Redis cannot answer; and `limit_state` for
+    the execution-phase policies. Counts no refusal (nothing was refused: Check only asks)."""
+    prepared = call.prepared
+    assert prepared is not None
+    if not prepared.limits:
+        return
+    charges = _charges(call, rt, prepared.limits)
+    try:
+        if rt.limiter is None:
+            raise RedisUnavailable("no limit store")
+        verdicts = await rt.limiter.peek(charges, now=rt.wall())
+    except RedisUnavailable as exc:
+        _unavailable(charges, str(exc))  # a closed limit refuses the Check as it would Invoke
+        return
+    pairs = list(zip(charges, verdicts, strict=True))
+    call.limit_state = {c.spec.name: {"remaining": v.remaining, "max": _max(c)} for c, v in pairs}
+    refused = [(c, v) for c, v in pairs if not v.passed]
+    if not refused:
+        return
+    if call.approval is None and all(_approvable(c) for c, _ in refused):
+        reasons = tuple(budget_reason(c.spec.name) for c, _ in refused)
+        call.requirement = _with_reasons(call.requirement, reasons)
+        return
+    raise _over_limit(refused)
+
+
+def _over_limit(refused: list[tuple[Charge, Verdict]]) -> CapabilityError:
+    """RATE_LIMITED for the limits that refused: the longest wait among them, or not
+    retryable without `retry_after` when waiting never helps (the same rule as `_check_in`)."""
+    waits = [v.retry_after_s for _, v in refused]
+    never = any(w is None for w in waits)
+    return CapabilityError(
+        Code.RATE_LIMITED,
+        reason="limit " + ",".join(c.spec.name for c, _ in refused),
+        retryable=False if never else None,
+        retry_after_s=None if never else max(w for w in waits if w is not None),
+    )

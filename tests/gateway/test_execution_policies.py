@@ -90,12 +90,14 @@ async def test_an_execution_phase_deny_stops_the_call_before_the_upstream(exec_e
     assert result.failed.message == "Orders o-9xxx are frozen."
     assert result.failed.execution_state == types_pb2.EXECUTION_STATE_NOT_STARTED
     assert await env.upstream_calls() == 0
-    # Check covers stages 3-7 only: the execution phase is not part of its answer.
+    # Check answers what Invoke would (ADR 0035): a call that would run meets stage 9 too.
     check = await env.gateway().Check(
         gateway_pb2.CheckRequest(capability_id="orders.get", input_json=b'{"order_id":"o-9001"}'),
         metadata=env.metadata("agents", "alice"),
     )
-    assert check.decision == types_pb2.DECISION_ALLOW
+    assert check.decision == types_pb2.DECISION_DENY
+    assert check.error.code == types_pb2.ERROR_CODE_POLICY_DENIED
+    assert check.error.message == "Orders o-9xxx are frozen."
     ok = await env.invoke("orders.get", {"order_id": "o-1001"})
     assert ok.WhichOneof("outcome") == "completed", ok
     assert await env.upstream_calls() == 1
