@@ -30,6 +30,19 @@ def render() -> str:
         )
     lines += [
         "",
+        "## Other public messages",
+        "",
+        "A code's envelope carries the message above, except in these cases; `{...}` marks what",
+        "varies. No other message reaches a caller (a test reads every `CapabilityError` the",
+        "gateway constructs with a message and compares it with this table).",
+        "",
+        "| code | public message | when |",
+        "|---|---|---|",
+    ]
+    for code, spec in TABLE.items():
+        lines += [f"| `{code.value}` | {o.text} | {o.when} |" for o in spec.others]
+    lines += [
+        "",
         "`EXECUTION_FAILED` is exposed, with the upstream's public message, when the upstream",
         "attaches a declared contract error (`capgate.v1.ContractError` or",
         "`google.rpc.ErrorInfo`);",

@@ -76,6 +76,15 @@ GENERIC_MESSAGE: Final = "The operation failed."  # SI-9
 
 
 @dataclass(frozen=True, slots=True)
+class Other:
+    """A public message a code carries instead of its table message: `text` (`{...}` marks what
+    varies: a name, or a message chosen by a policy, a hook or an upstream) and `when`."""
+
+    text: str
+    when: str
+
+
+@dataclass(frozen=True, slots=True)
 class Spec:
     stage: str
     retryable: bool
@@ -83,6 +92,9 @@ class Spec:
     message: str
     event: Event
     kind: Kind = Kind.FAILED
+    # Every other public message a `CapabilityError(code, message=...)` in gateway/ can carry;
+    # a test reads those constructions and compares them with this (docs/errors.md lists both).
+    others: tuple[Other, ...] = ()
 
 
 _D, _F, _C = Event.DENIED, Event.FAILED, Event.CANCELLED
@@ -94,9 +106,47 @@ TABLE: Final[dict[Code, Spec]] = {
     Code.INPUT_TOO_LARGE: Spec(
         "input-validation", False, True, "The input exceeds the allowed size.", _F
     ),
-    Code.INPUT_INVALID: Spec("input-validation", False, True, "The input is invalid.", _F),
-    Code.UNAUTHENTICATED: Spec("authentication", False, True, "Authentication is required.", _F),
-    Code.POLICY_DENIED: Spec("policy", False, True, "The request was denied by policy.", _D),
+    Code.INPUT_INVALID: Spec(
+        "input-validation",
+        False,
+        True,
+        "The input is invalid.",
+        _F,
+        others=(
+            Other(
+                "The request field {name} is invalid.",
+                "`correlation_id` or `idempotency_key` cannot travel as upstream metadata "
+                "(docs/upstreams.md); the issue names the field",
+            ),
+            Other("The request fields {name} and {name} are invalid.", "both of them"),
+        ),
+    ),
+    Code.UNAUTHENTICATED: Spec(
+        "authentication",
+        False,
+        True,
+        "Authentication is required.",
+        _F,
+        others=(
+            Other(
+                "Approval-gated calls need an authenticated actor.",
+                "an anonymous actor reaches an approval gate (stage 8)",
+            ),
+        ),
+    ),
+    Code.POLICY_DENIED: Spec(
+        "policy",
+        False,
+        True,
+        "The request was denied by policy.",
+        _D,
+        others=(
+            Other(
+                "{the denying policy's message}",
+                "the first enforced deny stance has a `message` (docs/policies.md)",
+            ),
+        ),
+    ),
     Code.POLICY_FAILED: Spec("policy", False, False, "The request was denied by policy.", _D),
     Code.APPROVAL_UNSERIALIZABLE_INPUT: Spec(
         "approval", False, True, "The input cannot be bound to an approval.", _F
@@ -129,13 +179,56 @@ TABLE: Final[dict[Code, Spec]] = {
     ),
     Code.AUDIT_UNAVAILABLE: Spec("audit", True, False, "The audit trail is unavailable.", _F),
     Code.UPSTREAM_UNAVAILABLE: Spec(
-        "execution", True, True, "The service is unavailable; try again later.", _F
+        "execution",
+        True,
+        True,
+        "The service is unavailable; try again later.",
+        _F,
+        others=(
+            Other(
+                "Limits cannot be checked right now; try again later.",
+                "Redis cannot answer for a limit that fails closed (`on_redis_down: closed`, "
+                "the default of budgets; docs/limits.md)",
+            ),
+        ),
     ),
-    Code.EXECUTION_FAILED: Spec("execution", False, False, GENERIC_MESSAGE, _F),
+    Code.EXECUTION_FAILED: Spec(
+        "execution",
+        False,
+        False,
+        GENERIC_MESSAGE,
+        _F,
+        others=(
+            Other(
+                "{the upstream's public message}",
+                "the upstream declared a contract error (gRPC `capgate.v1.ContractError` or "
+                "`google.rpc.ErrorInfo`, an HTTP route's `contract_errors` status, an MCP "
+                "tool's `isError` text); exposed, made printable and bounded "
+                "(docs/upstreams.md)",
+            ),
+            Other(
+                "The outcome of the earlier call with this idempotency key is unknown; "
+                "it is not run again.",
+                "a repeat of an idempotency key whose first call's claim lease ended without "
+                "an outcome; exposed, not retryable (ADR 0015)",
+            ),
+        ),
+    ),
     Code.FORBIDDEN: Spec("authorization", False, True, "The operation is not permitted.", _F),
     Code.TIMEOUT: Spec("timeout", True, True, "The operation timed out.", _C, Kind.CANCELLED),
     Code.CANCELLED: Spec(
-        "cancellation", False, True, "The operation was cancelled.", _C, Kind.CANCELLED
+        "cancellation",
+        False,
+        True,
+        "The operation was cancelled.",
+        _C,
+        Kind.CANCELLED,
+        others=(
+            Other(
+                "The gateway is shutting down; the call was cancelled.",
+                "a shutdown's drain cancelled the call in flight (retryable when nothing was sent)",
+            ),
+        ),
     ),
     Code.OUTPUT_INVALID: Spec("output-validation", False, False, GENERIC_MESSAGE, _F),
     # Denied, like a policy refusal: a governance decision before anything ran; the envelope
@@ -148,7 +241,17 @@ TABLE: Final[dict[Code, Spec]] = {
     # retryable=False. Denied like POLICY_FAILED, its cause (hook name, error) only in the audit.
     Code.HOOK_FAILED: Spec("hook", True, False, "A governance check could not be completed.", _D),
     Code.HOOK_DENIED: Spec(
-        "hook", False, True, "The request was denied by a governance check.", _D
+        "hook",
+        False,
+        True,
+        "The request was denied by a governance check.",
+        _D,
+        others=(
+            Other(
+                "{the denying hook's message}",
+                "the hook's deny answer has a message (its first 512 characters)",
+            ),
+        ),
     ),
 }
 
