@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from capgate.v1 import gateway_pb2, types_pb2
+from gateway.audit.events import discovered_event
 from gateway.call import Call, Runtime
 from gateway.canonical import input_hash
 from gateway.envelope import error_proto
-from gateway.errors import CapabilityError, Code, Event
+from gateway.errors import CapabilityError, Code
 from gateway.model import Actor
 from gateway.snapshot import Snapshot
 from gateway.stages.actor import check_actor
@@ -75,17 +76,14 @@ def describe(
             decision is Decision.REQUIRE_APPROVAL or prepared.capability.approval.required
         )
     rt.audit.emit(
-        {
-            "event": Event.DISCOVERED.value,
-            "event_id": rt.new_id(),
-            "time": datetime.fromtimestamp(rt.wall(), UTC).isoformat(timespec="milliseconds"),
-            "surface": surface,
-            "actor_id": actor.id,
-            "actor_issuer": actor.issuer,
-            "actor_kind": actor.kind,
-            "capability_ids": [d.id for d in out.capabilities],
-            "revision": snapshot.revision,
-        }
+        discovered_event(
+            rt.new_id(),  # the Describe's execution id, as Invoke draws one at stage 2
+            surface=surface,
+            actor=actor,
+            capability_ids=[d.id for d in out.capabilities],
+            revision=snapshot.revision,
+            now=rt.wall(),
+        )
     )
     return out
 

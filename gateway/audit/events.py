@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from capgate.v1 import gateway_pb2
     from gateway.approvals.records import ApprovalRecord
     from gateway.call import Call
+    from gateway.model import Actor
     from gateway.settings import AuditSettings
     from policy import Evaluation
 
@@ -208,6 +209,34 @@ def build(name: str, call: Call, now: float, **fields: Any) -> dict[str, Any]:
         if isinstance(value, str):
             event[key] = caller_text(value)
     return event
+
+
+def discovered_event(
+    execution_id: str,
+    *,
+    surface: str,
+    actor: Actor,
+    capability_ids: list[str],
+    revision: str,
+    now: float,
+) -> dict[str, Any]:
+    """`capabilities.discovered` for one Describe (seed 001's describe pipeline): an execution
+    of its own, so it carries an execution id and the deterministic event id of every
+    execution's events (`<execution>:<event>:0`: nothing is attempted); nothing runs."""
+    name = Event.DISCOVERED.value
+    return {
+        "event": name,
+        "event_id": f"{execution_id}:{name}:0",
+        "time": _time(now),
+        "execution_id": execution_id,
+        "surface": surface,
+        "actor_id": caller_text(actor.id),
+        "actor_issuer": caller_text(actor.issuer),
+        "actor_kind": actor.kind,
+        "revision": revision,
+        "execution_state": "NOT_STARTED",
+        "capability_ids": capability_ids,
+    }
 
 
 def reason_of(err: CapabilityError) -> str | None:
