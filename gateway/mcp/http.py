@@ -13,7 +13,8 @@ does the handler run. A request's answer is JSON or, when the client prefers it,
 A request runs in a task of its own (gateway/mcp/inflight.py, ADR 0039) that its caller can
 cancel: by going away, or in the handshake era by `notifications/cancelled` on its session.
 One error boundary, here: whatever the handler raises besides a JSON-RPC error is answered
-`-32603 "Internal error."` (HTTP 500) with the request's id, and the listener keeps serving.
+`-32603 "Internal error."` (HTTP 500; with the request's id once it is known), and the
+listener keeps serving.
 """
 
 from __future__ import annotations
@@ -505,8 +506,8 @@ class McpApp:
                     traceparent=traceparent,
                     stateless=stateless,
                 )
-        except RpcError:
-            raise
+        except (RpcError, SessionsUnavailable, SessionsFull):
+            raise  # answered by the caller: the JSON-RPC error, or 503 (`_endpoint`)
         except Exception as exc:
             log.error("MCP %s failed (%s)", message.method, type(exc).__name__)
             raise _INTERNAL from None

@@ -163,6 +163,29 @@ async def test_a_notice_for_another_session_or_request_cancels_nothing(
     assert state.recorder.cancelled["/orders.v1.Orders/GetOrder"] == 0
 
 
+async def test_a_stateless_era_notice_changes_nothing(cancel_env: tuple[McpEnv, State]) -> None:
+    """docs/mcp.md: in 2026-07-28 a disconnect is the signal; a notice is accepted, no more."""
+    doc = " ".join((HERE.parents[1] / "docs" / "mcp.md").read_text().split())
+    assert "there, `notifications/cancelled` is accepted (`202`) and changes nothing" in doc
+    env, state = cancel_env
+    state.reset()
+    body, headers = _modern("orders_get", {"order_id": "slow-300"}, rid=5)
+    async with env.http() as http:
+        call = asyncio.create_task(http.post("/mcp", json=body, headers=headers))
+        await _until(state, lambda: state.recorder.calls["/orders.v1.Orders/GetOrder"] == 1)
+        notice = {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": 5, "_meta": body["params"]["_meta"]},
+        }
+        plain = {k: v for k, v in headers.items() if k not in ("mcp-method", "mcp-name")}
+        sent = await http.post("/mcp", json=notice, headers=plain)
+        answered = await call
+    assert sent.status_code == 202, sent.text
+    assert answered.json()["result"]["isError"] is False
+    assert state.recorder.cancelled["/orders.v1.Orders/GetOrder"] == 0
+
+
 async def test_a_client_that_goes_away_cancels_its_call(cancel_env: tuple[McpEnv, State]) -> None:
     """The 2026-07-28 revision's signal: closing the request's stream is its cancellation."""
     env, state = cancel_env
