@@ -442,6 +442,9 @@ async def _serve(args: argparse.Namespace) -> int:
         # What only starting finds (a listener's TLS files refused): it never starts.
         print(f"capgate: cannot start: {exc}", file=sys.stderr)
         return 2
+    # The first snapshot is the holder's now: kept here, it would keep its upstream channels
+    # open after a reload retired them, for as long as the process runs (ADR 0004 §11).
+    del everything
     loop = asyncio.get_running_loop()
     if args.watch:
 

@@ -106,8 +106,11 @@ class Prepared:
     hooks: CapabilityHooks = NO_HOOKS  # the hooks that apply to it, per RPC (docs/hooks.md)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Snapshot:
+    """One config's prepared capabilities and policies. The pool that built it keeps its
+    upstream channels and clients open while it is referenced (`ChannelPool.hold`)."""
+
     settings: Settings
     capabilities: Mapping[str, Prepared]
     policies: PolicySet
@@ -519,6 +522,9 @@ async def _build(
     snapshot = Snapshot(
         settings=settings, capabilities=prepared, policies=policies, revision=revision
     )
+    # Its channels and clients stay open while it is in use, and close once it is not and a
+    # reload retired them (a call in flight finishes on the channel it started with).
+    pool.hold(snapshot, settings.upstreams)
     return snapshot, checked
 
 

@@ -8,6 +8,8 @@ here: what goes upstream is the gateway's own channel identity plus forwarded me
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -16,6 +18,7 @@ import grpc
 from gateway.settings import Upstream
 from gateway.upstream.errors import UpstreamConfigError
 from gateway.upstream.http import HttpClients
+from gateway.upstream.lifetimes import Lifetimes, watch
 
 HTTP_KINDS = frozenset({"http", "mcp"})  # upstreams served over HTTP, not gRPC channels
 
@@ -28,6 +31,7 @@ __all__ = [
 
 USER_AGENT = "capgate/0.1"
 KEEPALIVE_TIMEOUT_MS = 10_000
+RETIRED_GRACE_S = 10.0  # a retired channel's close: at most this long for RPCs still on it
 
 
 def channel_options(upstream: Upstream) -> list[tuple[str, int | str]]:
@@ -95,13 +99,14 @@ class ChannelPool:
 
     Create it inside the event loop that will use the channels. A config reload asks again
     with the new `Upstream` settings: unchanged settings get the same channel; changed ones
-    get a new channel while the old one stays open for the previous snapshot's in-flight
-    calls until `close()`.
+    get a new channel. The old one stays open while a snapshot in use holds it (`hold`: the
+    previous snapshot's calls in flight finish on it), then it is closed, with `RETIRED_GRACE_S`
+    for anything still running on it (gateway/upstream/lifetimes.py, ADR 0004 §11).
     """
 
     def __init__(self, upstreams: Mapping[str, Upstream] | None = None) -> None:
-        self._channels: dict[str, tuple[Upstream, grpc.aio.Channel]] = {}
-        self._retired: list[grpc.aio.Channel] = []
+        self._channels: Lifetimes[grpc.aio.Channel] = Lifetimes(create_channel, _close_retired)
+        self._watching: set[weakref.finalize[[], object]] = set()
         # kind http and mcp upstreams: HTTP clients, pooled the same way (gateway/upstream/http.py)
         self.http = HttpClients()
         grpc_upstreams = [u for u in (upstreams or {}).values() if u.kind not in HTTP_KINDS]
@@ -112,22 +117,48 @@ class ChannelPool:
 
     def channel(self, upstream: Upstream) -> grpc.aio.Channel:
         """The pooled channel for `upstream` (created now if new or its settings changed)."""
-        known = self._channels.get(upstream.name)
-        if known is not None and known[0] == upstream:
-            return known[1]
-        channel = create_channel(upstream)
-        if known is not None:
-            self._retired.append(known[1])
-        self._channels[upstream.name] = (upstream, channel)
-        return channel
+        return self._channels.get(upstream)
+
+    def hold(self, snapshot: object, upstreams: Mapping[str, Upstream]) -> None:
+        """`snapshot` was built from `upstreams` with this pool: the channels and HTTP clients
+        of those settings stay open while it is referenced (current, or used by a call in
+        flight), even after a reload retires them."""
+        channels = self._channels.hold(upstreams)
+        clients = self.http.hold(upstreams)
+
+        def release() -> None:
+            self._watching.discard(finalizer)
+            self._channels.release(channels)
+            self.http.release(clients)
+
+        finalizer = watch(snapshot, asyncio.get_running_loop(), release)
+        self._watching.add(finalizer)
 
     def __len__(self) -> int:
         return len(self._channels)
 
+    @property
+    def retired_open(self) -> int:
+        """Retired channels and HTTP clients not closed yet (held by a snapshot in use, or
+        closing now)."""
+        return self._channels.retired_open + self.http.retired_open
+
+    async def retired_closed(self) -> None:
+        """Wait until the retired channels and clients released by now are closed."""
+        await self._channels.settled()
+        await self.http.retired_closed()
+
     async def close(self, grace: float | None = None) -> None:
         """Close every channel; in-flight calls get `grace` seconds (None: cancel them)."""
-        channels = [channel for _, channel in self._channels.values()] + self._retired
-        self._channels, self._retired = {}, []
-        for channel in channels:
+        for finalizer in self._watching:
+            finalizer.detach()  # nothing is released into a closed pool
+        self._watching.clear()
+        for channel in await self._channels.take_all():
             await channel.close(grace)
         await self.http.close()
+
+
+async def _close_retired(channel: grpc.aio.Channel) -> None:
+    # No snapshot in use holds it, so no call can start on it; the grace is for anything
+    # that reached it without holding a snapshot (nothing does today).
+    await channel.close(RETIRED_GRACE_S)

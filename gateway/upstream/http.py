@@ -59,6 +59,7 @@ from gateway.settings import Upstream
 from gateway.upstream.call import Metadata
 from gateway.upstream.errors import UpstreamConfigError
 from gateway.upstream.httpspec import HttpRoute, HttpUpstream
+from gateway.upstream.lifetimes import Lifetimes
 from gateway.upstream.state import (
     RETRY_AFTER_KEY,
     UPSTREAM_STATUS_KEY,
@@ -526,60 +527,67 @@ def create_client(upstream: Upstream) -> httpx2.AsyncClient:
     )
 
 
+@dataclass(eq=False, slots=True)
+class _Pooled:
+    """One upstream's pooled HTTP client and what is shared on it (an MCP client's session)."""
+
+    client: httpx2.AsyncClient
+    shared: Any = None
+
+    async def aclose(self) -> None:
+        """The shared object's farewell first (an MCP session's DELETE, bounded), then the
+        client; the client is closed even when the farewell fails."""
+        closer = getattr(self.shared, "aclose", None)
+        try:
+            if closer is not None:
+                await closer()
+        finally:
+            await self.client.aclose()
+
+
 class HttpClients:
     """Clients by upstream, like `ChannelPool`'s channels: unchanged settings keep their client
-    across reloads; changed ones get a new client, the old one closed with the pool."""
+    across reloads; changed ones get a new client, and the old one (with its MCP session) is
+    closed once no snapshot in use holds it (gateway/upstream/lifetimes.py), or with the pool."""
 
     def __init__(self) -> None:
-        self._clients: dict[str, tuple[Upstream, httpx2.AsyncClient]] = {}
-        self._retired: list[httpx2.AsyncClient] = []
-        self._shared: dict[str, tuple[Upstream, Any]] = {}
-        self._retired_shared: list[Any] = []
+        self._pooled: Lifetimes[_Pooled] = Lifetimes(
+            lambda upstream: _Pooled(create_client(upstream)), _Pooled.aclose
+        )
 
     def client(self, upstream: Upstream) -> httpx2.AsyncClient:
-        known = self._clients.get(upstream.name)
-        if known is not None and known[0] == upstream:
-            return known[1]
-        client = create_client(upstream)
-        if known is not None:
-            self._retired.append(known[1])
-        self._clients[upstream.name] = (upstream, client)
-        return client
+        return self._pooled.get(upstream).client
 
     def shared(self, upstream: Upstream, make: Callable[[httpx2.AsyncClient], T]) -> T:
         """One object per upstream on its client (an MCP upstream's session), made by `make`
         and kept while the upstream's settings stay the same."""
-        known = self._shared.get(upstream.name)
-        client = self.client(upstream)
-        if known is not None and known[0] == upstream:
-            return known[1]  # type: ignore[no-any-return]
-        made = make(client)
-        if known is not None:
-            self._retired_shared.append(known[1])  # closed with the pool
-        self._shared[upstream.name] = (upstream, made)
-        return made
+        pooled = self._pooled.get(upstream)
+        if pooled.shared is None:
+            pooled.shared = make(pooled.client)
+        return pooled.shared  # type: ignore[no-any-return]
+
+    def hold(self, upstreams: Mapping[str, Upstream]) -> list[Any]:
+        """As `Lifetimes.hold` (`ChannelPool.hold` calls it for a snapshot)."""
+        return self._pooled.hold(upstreams)
+
+    def release(self, held: list[Any]) -> None:
+        self._pooled.release(held)
+
+    @property
+    def retired_open(self) -> int:
+        return self._pooled.retired_open
+
+    async def retired_closed(self) -> None:
+        await self._pooled.settled()
 
     async def close(self) -> None:
         # Together: each MCP client's farewell (its session's DELETE) has its own bound, and
         # several upstreams must not add theirs up at shutdown.
-        closers = [
-            closer
-            for made in [m for _, m in self._shared.values()] + self._retired_shared
-            if (closer := getattr(made, "aclose", None)) is not None
-        ]
-        self._shared, self._retired_shared = {}, []
-        clients = [c for _, c in self._clients.values()] + self._retired
-        self._clients, self._retired = {}, []
-        try:
-            failures = await asyncio.gather(
-                *(closer() for closer in closers), return_exceptions=True
-            )
-            for failure in failures:
-                if isinstance(failure, Exception):  # one closer's trouble closes the rest anyway
-                    log.warning("closing an upstream client failed: %s", type(failure).__name__)
-        finally:
-            for client in clients:
-                await client.aclose()
+        pooled = await self._pooled.take_all()
+        failures = await asyncio.gather(*(p.aclose() for p in pooled), return_exceptions=True)
+        for failure in failures:
+            if isinstance(failure, Exception):  # one closer's trouble closes the rest anyway
+                log.warning("closing an upstream client failed: %s", type(failure).__name__)
 
 
 def http_call(

@@ -17,8 +17,9 @@
 
 - Ending: a request abandoned after it went out (the caller cancelled, the deadline passed) is
   followed by `notifications/cancelled` with its id, because an MCP server does not take a
-  closed connection for a cancellation; at shutdown a handshake-era session is ended with an
-  HTTP `DELETE` carrying its `Mcp-Session-Id`. Both are bounded (`_FAREWELL_S`) and best
+  closed connection for a cancellation; at shutdown, or when a reload retired the client and no
+  snapshot in use holds it (gateway/upstream/lifetimes.py), a handshake-era session is ended
+  with an HTTP `DELETE` carrying its `Mcp-Session-Id`. Both are bounded (`_FAREWELL_S`) and best
   effort: a server that refuses or does not answer changes nothing for the caller.
 
 An answer is `application/json` or a `text/event-stream` whose events are read until the
