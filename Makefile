@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 BUF := tools/node_modules/.bin/buf
 PYTEST_ARGS ?=
 
-.PHONY: all venv gen gen-check buf-lint lint test test-python test-go test-java test-ts demo bench bench-quick clean tools grpcurl browser fuzz soak
+.PHONY: all venv gen gen-check buf-lint lint test test-python test-go test-java test-ts demo bench bench-quick clean tools grpcurl browser fuzz soak properties
 
 all: test
 
@@ -98,6 +98,13 @@ fuzz: venv
 # series (RSS, open files, Redis keys and memory) lands in bench/out/soak.json; growth fails it.
 soak: venv
 	nice $(PY) -m bench.soak --seconds $${SOAK_SECONDS:-600}
+
+# The stateful property test (tests/properties) for longer than `make test`'s bounded run, with
+# a failure shrunk to its shortest sequence (docs/testing.md).
+properties: venv
+	PROPERTY_EXAMPLES=$${PROPERTY_EXAMPLES:-60} PROPERTY_STEPS=$${PROPERTY_STEPS:-30} \
+	PROPERTY_SHRINK=$${PROPERTY_SHRINK:-1} \
+	$(PY) -m pytest -q -p no:cacheprovider -s -o timeout=0 tests/properties
 
 demo: venv
 	$(PY) -m examples.demo
