@@ -105,6 +105,11 @@ class Call:
     limits_deferred: bool = False
     limits_inline: bool = False  # an inline approver approved it: this execution holds the spend
     limit_spent: tuple[Any, ...] = ()  # gateway.limits.store.Spent: budgets given back if unrun
+    # Requests to Redis whose answer the call stopped waiting for (a caller's cancel): the
+    # limits' check (its charges and the shielded task) and an approval being stored. The
+    # runner waits for their answers to give back what they took (pipeline._collect_unanswered).
+    limits_unanswered: tuple[Any, Any] | None = None
+    approval_creating: Any = None  # asyncio.Future[ApprovalRecord] | None
     # The result cache (gateway/stages/cache.py): "hit" or "miss" once looked up, and the
     # entry's key a miss stores the output under after stage 12.
     cache: str = ""

@@ -425,6 +425,7 @@ async def _record_failure(
     released = False
     try:
         async with asyncio.timeout(SETTLE_S):  # the settlement's bound, as for the others
+            await _collect_unanswered(call, rt)
             if call.limit_spent and call.state == types_pb2.EXECUTION_STATE_NOT_STARTED:
                 await _guarded("limits", call, give_back_limits(call, rt))
             released = await _give_back_approval(call, rt, err)
@@ -433,6 +434,26 @@ async def _record_failure(
         log.warning("recording the outcome of %s timed out", call.execution_id)
         metrics.outcome_record_failures.add(("settle_timeout",))
     return released
+
+
+async def _collect_unanswered(call: Call, rt: Runtime) -> None:
+    """A cancel that landed while a limit spend or an approval request was in Redis: the
+    request ran on, shielded; its answer says what it took, and a call that never ran keeps
+    none of it (issue 25): the spend is given back with the rest, the unannounced approval
+    withdrawn. A request that failed took nothing."""
+    if call.limits_unanswered is not None:
+        (charges, checking), call.limits_unanswered = call.limits_unanswered, None
+        with contextlib.suppress(Exception):
+            verdicts = await checking
+            if all(v.passed for v in verdicts):
+                call.limit_spent = rt.limiter.spent(charges, verdicts)
+    if call.approval_creating is not None:
+        creating, call.approval_creating = call.approval_creating, None
+        try:
+            record = await creating
+        except Exception:
+            return  # nothing was stored (refused or unreachable): nothing to withdraw
+        await _guarded("approval", call, rt.approvals.withdraw(record))
 
 
 # At most this long for PostFailure hooks once a shutdown began (or from their start, when

@@ -194,6 +194,20 @@ end
 return 1
 """
 
+# ARGV: now, the requesting execution id. A pending record whose requester was never told of it
+# (the execution that asked ended first: its caller cancelled while the request was being
+# stored) is deleted, only by that execution and only while still pending; undecided, it was
+# never an approval anyone could use (issue 25). Any other state: left as it is.
+WITHDRAW: Final = (
+    _PRELUDE
+    + """
+local f = redis.call('HMGET', key, 'status', 'requesting_execution_id')
+if f[1] ~= 'pending' or f[2] ~= ARGV[2] then return {'APPROVAL_ALREADY_DECIDED', '0'} end
+redis.call('DEL', key)
+return {'OK', '1'}
+"""
+)
+
 ALL: Final[dict[str, str]] = {
     "create": CREATE,
     "expire": EXPIRE,
@@ -201,6 +215,7 @@ ALL: Final[dict[str, str]] = {
     "consume": CONSUME,
     "finish": FINISH,
     "release": RELEASE,
+    "withdraw": WITHDRAW,
     "reserve": RESERVE,
     "owned": OWNED,
     "extend": EXTEND,

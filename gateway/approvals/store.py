@@ -389,6 +389,22 @@ class RedisApprovalStore:
 
     # -- listing, events, upkeep -------------------------------------------------------------
 
+    async def withdraw(self, record: ApprovalRecord) -> bool:
+        """Delete a pending record its requester was never told of (the requesting execution
+        ended while storing it); only that execution's, only while pending. Its indexes are
+        cleared; True when this call deleted it."""
+        with available():
+            reply = await self._run(
+                "withdraw",
+                self._keys.record(record.id),
+                self._clock(),
+                record.requesting_execution_id,
+            )
+            if bytes(reply[0]) != b"OK":
+                return False
+            await self._left_pending(record, None)
+        return True
+
     async def list(
         self,
         *,

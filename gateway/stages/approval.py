@@ -9,6 +9,8 @@ and `capability.approval_requested` (the execution's terminal event). Resume ent
 
 from __future__ import annotations
 
+import asyncio
+
 from gateway.approvals.records import ApprovalRecord, Status
 from gateway.call import Call, Runtime
 from gateway.canonical import input_hash
@@ -92,7 +94,12 @@ async def approval_gate(call: Call, rt: Runtime) -> Suspended | None:
         await decide_inline(call, rt, record, inline)
         return None
     with child_span("agent.approval_request") as span:
-        record = await store.create(record)
+        # Shielded: a caller's cancel while the record is being stored lets the store's answer
+        # arrive anyway, and the runner withdraws a record nobody was told of (issue 25).
+        creating = asyncio.ensure_future(store.create(record))
+        call.approval_creating = creating
+        record = await asyncio.shield(creating)
+        call.approval_creating = None
         span.set_attribute("capgate.approval_id", record.id)
     call.approval_id = record.id
     return Suspended(record)

@@ -15,6 +15,7 @@ open or closed (`on_redis_down`; UPSTREAM_UNAVAILABLE when closed), counted by t
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import math
@@ -72,8 +73,14 @@ async def _check_in(call: Call, rt: Runtime, limits: tuple[CompiledLimit, ...], 
     try:
         if rt.limiter is None:
             raise RedisUnavailable("no limit store")
-        verdicts = await rt.limiter.check(charges, now=rt.wall())
+        # Shielded: a caller's cancel while the script runs lets its answer arrive anyway, so
+        # the runner gives back what it spent for a call that never ran (issue 25).
+        checking = asyncio.ensure_future(rt.limiter.check(charges, now=rt.wall()))
+        call.limits_unanswered = (charges, checking)
+        verdicts = await asyncio.shield(checking)
+        call.limits_unanswered = None
     except RedisUnavailable as exc:
+        call.limits_unanswered = None
         _unavailable(charges, str(exc))
         return
     pairs = list(zip(charges, verdicts, strict=True))
