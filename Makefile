@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 BUF := tools/node_modules/.bin/buf
 PYTEST_ARGS ?=
 
-.PHONY: all venv gen gen-check buf-lint lint test test-python test-go test-java test-ts demo bench bench-quick clean tools grpcurl browser fuzz soak properties
+.PHONY: all venv gen gen-check buf-lint lint test test-python test-go test-java test-ts demo bench bench-quick clean tools grpcurl browser fuzz soak sweep properties
 
 all: test
 
@@ -98,6 +98,13 @@ fuzz: venv
 # series (RSS, open files, Redis keys and memory) lands in bench/out/soak.json; growth fails it.
 soak: venv
 	nice $(PY) -m bench.soak --seconds $${SOAK_SECONDS:-600}
+
+# The cancellation sweeps (tests/cancelpoints.py): every await point of each flow, cancelled in
+# turn, SWEEP_REPEAT times (default 20; `make test` runs each point once).
+SWEEPS := tests/limits/test_cancellation_sweep.py tests/hooks/test_hooks_cancellation_sweep.py \
+	tests/cache/test_cache_cancellation_sweep.py
+sweep: venv
+	SWEEP_REPEAT=$${SWEEP_REPEAT:-20} $(PY) -m pytest -q -p no:cacheprovider -s -o timeout=0 $(SWEEPS)
 
 # The stateful property test (tests/properties) for longer than `make test`'s bounded run, with
 # a failure shrunk to its shortest sequence (docs/testing.md).

@@ -11,14 +11,12 @@ an injected cancellation point, never a sleep), and after each run:
 - a budget's spend equals what reached the upstream.
 
 The real gateway (in-process, its runtime and snapshot), a real Redis, the real example
-upstream, which logs every call with its execution id. `SWEEP_REPEAT=N` runs every point N
-times (`make sweep`); by default once.
+upstream, which logs every call with its execution id. `make sweep` repeats every point.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +29,7 @@ from capgate.v1 import gateway_pb2, types_pb2
 from gateway import pipeline
 from gateway.call import Call
 from gateway.model import Actor
+from tests.cancelpoints import REPEAT, run_cancelled, suspension
 from tests.gateway.harness import Env, terminal_events
 from tests.gateway.test_approval_flow import decide
 from tests.limits.conftest import PREFIX
@@ -39,59 +38,7 @@ from tests.limits.test_limits_flow import refund
 pytestmark = [pytest.mark.integration]
 
 ALICE = Actor(id="alice", kind="user", issuer="test-idp", roles=("agent",))
-REPEAT = int(os.environ.get("SWEEP_REPEAT", "1"))
 NOT_STARTED = types_pb2.EXECUTION_STATE_NOT_STARTED
-
-
-def _signature(task: asyncio.Task[Any]) -> tuple[tuple[str, int], ...]:
-    """Where the task is suspended: (file, line) of every frame of its await chain."""
-    out = []
-    node: Any = task.get_coro()
-    while node is not None:
-        frame = getattr(node, "cr_frame", None) or getattr(node, "gi_frame", None)
-        if frame is None:
-            break
-        out.append((frame.f_code.co_filename, frame.f_lineno))
-        node = getattr(node, "cr_await", None) or getattr(node, "gi_yieldfrom", None)
-    return tuple(out)
-
-
-def _ours(task: asyncio.Task[Any]) -> bool:
-    """A task the gateway's own code started (the settlement, a shielded Redis request), not
-    grpcio's long-lived channel tasks (Cython coroutines)."""
-    code = getattr(task.get_coro(), "cr_code", None)
-    return code is not None and "/gateway/" in code.co_filename
-
-
-async def _run(
-    call: Call, env: Env, stages: tuple[pipeline.Stage, ...], cancel_at: int | None
-) -> int:
-    """Runs the pipeline as the servicer would and cancels it at its `cancel_at`-th
-    suspension; returns how many suspensions it saw. Waits until everything the run started
-    (the settlement, shielded recordings) ended."""
-    before = asyncio.all_tasks()
-    task = asyncio.ensure_future(pipeline.run(call, env.gw.runtime, stages))
-    seen, last = 0, None
-    while not task.done():
-        await asyncio.sleep(0)
-        if task.done():
-            break
-        where = _signature(task)
-        if where != last:
-            seen, last = seen + 1, where
-            if seen == cancel_at:
-                task.cancel()
-                break
-    try:
-        await task
-    except asyncio.CancelledError:
-        assert cancel_at is not None
-    started = [t for t in asyncio.all_tasks() - before if _ours(t)]
-    if started:
-        _, left = await asyncio.wait(started, timeout=10)
-        assert not left, ("the settlement did not end", left)
-    await env.gw.runtime.audit.flush()  # type: ignore[attr-defined]
-    return seen
 
 
 @dataclass
@@ -265,23 +212,21 @@ async def test_a_cancel_at_every_await_point_keeps_every_promise(env: Env, flow:
     try:
         await _reset(env, redis)
         call = await flow.prepare(env)
-        points = await _run(call, env, flow.stages, cancel_at=None)
+        points = await run_cancelled(call, env, flow.stages, cancel_at=None)
         await _check(env, redis, flow, call, None)
         assert points >= 3, points  # the sweep covers real await points
         for _ in range(REPEAT):
             for k in range(1, points + 1):
                 await _reset(env, redis)
                 call = await flow.prepare(env)
-                await _run(call, env, flow.stages, cancel_at=k)
+                await run_cancelled(call, env, flow.stages, cancel_at=k)
                 await _check(env, redis, flow, call, k)
         print(f"{flow.name}: {points} await points swept")
     finally:
         await redis.aclose()
 
 
-def test_the_driver_finds_the_await_chain() -> None:
-    """The signature walks coroutines: a suspended chain names every frame."""
-
+def test_the_driver_names_every_frame_of_a_suspended_chain() -> None:
     async def inner() -> None:
         await asyncio.sleep(0)
 
@@ -291,7 +236,7 @@ def test_the_driver_finds_the_await_chain() -> None:
     async def main() -> int:
         task = asyncio.ensure_future(outer())
         await asyncio.sleep(0)
-        depth = len(_signature(task))
+        depth = len(suspension(task))
         await task
         return depth
 

@@ -1,0 +1,55 @@
+"""The cancellation sweep (tests/cancelpoints.py) over calls with governance hooks: pre-hooks,
+post-hooks and the observe-only PostFailure hooks are all awaits a caller's cancel may land on.
+After each run: one terminal event, the envelope's truth about the upstream, the journal."""
+
+from __future__ import annotations
+
+import itertools
+
+import orjson
+import pytest
+
+from gateway import pipeline
+from gateway.call import Call
+from gateway.model import Actor
+from tests.cancelpoints import REPEAT, check_trail_and_journal, run_cancelled
+from tests.gateway.harness import Env
+
+pytestmark = [pytest.mark.integration]
+
+ALICE = Actor(id="alice", kind="user", issuer="test-idp", roles=("agent",))
+_serial = itertools.count()
+
+FLOWS = {
+    # The scripted `guard` hook: pre-invoke, post-invoke (and post-failure when cancelled).
+    "read-with-pre-and-post-hooks": ("orders.get", {"order_id": "o-1001"}),
+    # The `standing` lookup and `guard` before a keyed write; the journal is checked too.
+    "keyed-write-with-hooks": ("orders.refund", {"order_id": "o-1001", "amount": 5}),
+}
+
+
+def _call(env: Env, capability: str, value: object) -> Call:
+    return Call(
+        snapshot=env.gw.holder.current,
+        surface="agent",
+        actor=ALICE,
+        capability_id=capability,
+        raw_input=orjson.dumps(value),
+        idempotency_key=f"hook-sweep-{next(_serial)}",
+    )
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("flow", list(FLOWS))
+async def test_a_cancel_at_every_await_point_of_a_hooked_call(hooked: Env, flow: str) -> None:
+    capability, value = FLOWS[flow]
+    call = _call(hooked, capability, value)
+    points = await run_cancelled(call, hooked, pipeline.INVOKE, cancel_at=None)
+    end = await check_trail_and_journal(hooked, call, f"{flow} uncancelled")
+    assert end["event"] == "capability.completed", end
+    assert points >= 4, points  # the hooks' calls are among them
+    for k in [k for _ in range(REPEAT) for k in range(1, points + 1)]:
+        call = _call(hooked, capability, value)
+        await run_cancelled(call, hooked, pipeline.INVOKE, cancel_at=k)
+        await check_trail_and_journal(hooked, call, f"{flow} cancelled at suspension {k}")
+    print(f"{flow}: {points} await points swept")
