@@ -120,6 +120,7 @@ async def _reset(env: Env, redis: aioredis.Redis) -> None:
         async for key in redis.scan_iter(match=pattern, count=1000):
             await redis.delete(key)
     env.gw.runtime.wall.advance(3600 * 25)  # type: ignore[attr-defined]  # rates refill
+    await env.reset_upstream()  # the order's refundable total, and the call log, anew
 
 
 async def _spent(redis: aioredis.Redis, limit: str) -> float:
