@@ -59,11 +59,11 @@ browser:
 tools: helm grpcurl browser
 
 test-python: venv tools
-	$(PY) -m gateway.redis_server
+	$(PY) -m gateway.state.embedded
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 	@if [ -n "$(REDIS_LOWEST)" ]; then \
 	  echo "Redis suites on the lowest supported server:"; \
-	  CAPGATE_REDIS_SERVER=$(REDIS_LOWEST) $(PY) -m gateway.redis_server && \
+	  CAPGATE_REDIS_SERVER=$(REDIS_LOWEST) $(PY) -m gateway.state.embedded && \
 	  CAPGATE_REDIS_SERVER=$(REDIS_LOWEST) $(PY) -m pytest -q -p no:cacheprovider $(REDIS_SUITES); \
 	fi
 

@@ -21,13 +21,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from gateway.approvals.records import ApprovalRecord, Status
-from gateway.approvals.store import RedisApprovalStore
-from gateway.canonical import input_hash
+from gateway.config.settings import ApprovalSettings, RedisSettings
 from gateway.model import Actor
-from gateway.redis_server import RedisProcess
-from gateway.redisconn import connect
-from gateway.settings import ApprovalSettings, RedisSettings
+from gateway.state.approvals.records import ApprovalRecord, Status
+from gateway.state.approvals.store import RedisApprovalStore
+from gateway.state.connections import connect
+from gateway.state.embedded import RedisProcess
+from gateway.values.canonical import input_hash
 
 OUT = Path(__file__).parent / "out" / "concealment.json"
 ROUNDS = 7

@@ -16,10 +16,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from gateway.idempotency import RedisIdempotencyStore
-from gateway.redis_server import free_port, select, spawn
-from gateway.redisconn import connect
-from gateway.settings import RedisSettings
+from gateway.config.settings import RedisSettings
+from gateway.state.connections import connect
+from gateway.state.embedded import free_port, select, spawn
+from gateway.state.idempotency import RedisIdempotencyStore
 
 OUT = Path(__file__).parent / "out" / "journal_read.json"
 CALLS = 2000

@@ -15,11 +15,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from gateway.limits.model import BudgetSpec, ExprSite, LimitSpec, RateSpec
-from gateway.limits.store import Charge, RedisLimiter
-from gateway.redis_server import free_port, select, spawn
-from gateway.redisconn import connect
-from gateway.settings import RedisSettings
+from gateway.config.limitspec import BudgetSpec, ExprSite, LimitSpec, RateSpec
+from gateway.config.settings import RedisSettings
+from gateway.state.connections import connect
+from gateway.state.embedded import free_port, select, spawn
+from gateway.state.limits.store import Charge, RedisLimiter
 
 OUT = Path(__file__).parent / "out" / "limits_script.json"
 CALLS = 2000

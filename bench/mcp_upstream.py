@@ -28,7 +28,7 @@ import orjson
 
 from bench import fixtures, procs
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc
-from gateway.redis_server import RedisProcess, free_port
+from gateway.state.embedded import RedisProcess, free_port
 
 CONFIG = """version: 1
 listeners:

@@ -24,19 +24,22 @@ import uvloop
 from bench import fixtures
 from gateway.audit.events import build
 from gateway.audit.sinks import RedisStreamSink
-from gateway.auth.actor_token import ActorTokenSigner
-from gateway.auth.base import build_authenticator
-from gateway.call import Call, Runtime
 from gateway.config.loader import load_settings
-from gateway.envelope import completed
-from gateway.jsonvalue import dumps, parse_json, scan
-from gateway.redis_server import RedisProcess
-from gateway.redisconn import connect
-from gateway.settings import ActorTokenSettings
-from gateway.snapshot import build_snapshot
-from gateway.stages.policies import evaluate_execution_policies, evaluate_invocation_policies
+from gateway.config.settings import ActorTokenSettings
+from gateway.pipeline.call import Call, Runtime
+from gateway.pipeline.envelope import completed
+from gateway.pipeline.snapshot import build_snapshot
+from gateway.pipeline.stages.policies import (
+    evaluate_execution_policies,
+    evaluate_invocation_policies,
+)
+from gateway.state.connections import connect
+from gateway.state.embedded import RedisProcess
 from gateway.telemetry import metrics
+from gateway.transport.auth.base import build_authenticator
+from gateway.upstream.actor_token import ActorTokenSigner
 from gateway.upstream.channels import ChannelPool
+from gateway.values.jsonvalue import dumps, parse_json, scan
 from policy import Phase
 
 OUT = Path(__file__).parent / "out" / "micro.json"
@@ -201,7 +204,7 @@ async def _pipeline(snapshot: Any, actor: Any, signer: Any) -> dict[str, float]:
     in-process pipeline, glue included, per call."""
     from dataclasses import replace  # noqa: PLC0415
 
-    from gateway import pipeline  # noqa: PLC0415
+    from gateway.pipeline import runner as pipeline  # noqa: PLC0415
 
     caps = dict(snapshot.capabilities)
     caps["bench.p3"] = replace(caps["bench.p3"], upstream_call=_StubUpstream())

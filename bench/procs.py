@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from gateway.redis_server import free_port
+from gateway.state.embedded import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 OPA_VERSION = "v1.22.4"  # pinned; what `go install` builds into .tools/bin when it is missing
@@ -151,7 +151,7 @@ def gateway(
 ) -> Pending:
     ready = run_dir / f"{name}.ready.json"
     argv = python(
-        "gateway.cli",
+        "gateway.cli.main",
         "serve",
         "--config",
         str(config),

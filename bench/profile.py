@@ -13,9 +13,9 @@ and take absolute µs from bench.micro and report.json's per-stage figures (unpr
 nothing to govern, no audit sink, no tracing) into bench/out/profile_bare.txt.
 
 The first table is the per-stage breakdown `make bench` prints: own time summed by code area
-(each pipeline stage module under gateway/stages/, the gateway packages such as gateway/audit
-and gateway/upstream, policy/, grpc, redis-py, OpenTelemetry, the event loop, the standard
-library), so every µs is counted once and the areas add up to the profiled call.
+(each pipeline stage module under gateway/pipeline/stages/, the gateway packages such as
+gateway/audit and gateway/upstream, policy/, grpc, redis-py, OpenTelemetry, the event loop, the
+standard library), so every µs is counted once and the areas add up to the profiled call.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ import uvloop
 
 from bench import fixtures, procs, rounds
 from gateway.config.loader import load_settings
-from gateway.redis_server import RedisProcess
-from gateway.serve import start
+from gateway.process.serve import start
+from gateway.state.embedded import RedisProcess
 
 OUT = Path(__file__).parent / "out" / "profile.txt"
 OUT_BARE = OUT.with_name("profile_bare.txt")  # --bare: the skeleton's, beside the governed one
@@ -79,7 +79,7 @@ def area(path: str, func: str) -> str:
         rel = None
     if rel is not None and rel.parts and rel.parts[0] in ("gateway", "policy", "capgate", "bench"):
         if rel.parts[:2] == ("gateway", "stages"):
-            return f"stage: gateway/stages/{rel.stem}"
+            return f"stage: gateway/pipeline/stages/{rel.stem}"
         if len(rel.parts) > 2:
             return "/".join(rel.parts[:2])
         return rel.with_suffix("").as_posix()

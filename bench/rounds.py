@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import fixtures, procs, scenarios
-from gateway.redis_server import RedisProcess
+from gateway.state.embedded import RedisProcess
 
 OUT = Path(__file__).parent / "out"
 PROTO = procs.ROOT / "proto"

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import fixtures, procs, report, scenarios
-from gateway.redis_server import RedisProcess, free_port, redis_binary
+from gateway.state.embedded import RedisProcess, free_port, redis_binary
 
 OUT = Path(__file__).parent / "out"
 GENERATOR = "Python grpc.aio + uvloop, one channel (HTTP/2 connection) unless stated"

@@ -43,7 +43,7 @@ import yaml
 from bench import procs
 from capgate.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc, types_pb2
 from examples.orders import orders_pb2, orders_pb2_grpc
-from gateway.redis_server import RedisProcess, free_port
+from gateway.state.embedded import RedisProcess, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out" / "soak.json"

@@ -32,9 +32,9 @@ from capgate.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc,
 from examples.hooks.reference import serve as serve_hooks
 from examples.mcp_upstream.server import serve as serve_desk
 from examples.orders.server import serve as serve_orders
+from gateway.config.settings import JwtAuth, JwtKey
 from gateway.inbox.server import start_inbox
 from gateway.inbox.settings import AdminConnection, InboxSettings, ServiceToken
-from gateway.settings import JwtAuth, JwtKey
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "examples" / "config" / "gateway.yaml"
@@ -360,7 +360,7 @@ async def desk_script(secret: str, run_dir: Path) -> list[str]:
         "CAPGATE_DESK_ADDR": desk.address,
     }
     log = open(desk_dir / "gateway.log", "wb")  # noqa: SIM115
-    command = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(DESK_CONFIG)]
+    command = [sys.executable, "-m", "gateway.cli.main", "serve", "--config", str(DESK_CONFIG)]
     gateway = subprocess.Popen(
         [*command, "--ready-file", str(ready)], env=env, stdout=log, stderr=subprocess.STDOUT
     )
@@ -478,7 +478,7 @@ def capgate_command() -> str:
     """How to run `capgate` from here: the venv's script when there is one, else the module."""
     script = Path(sys.executable).parent / "capgate"
     if not script.exists():
-        return f"{sys.executable} -m gateway.cli"
+        return f"{sys.executable} -m gateway.cli.main"
     try:
         return str(script.relative_to(Path.cwd()))
     except ValueError:
@@ -522,7 +522,7 @@ async def main() -> int:
         [
             sys.executable,
             "-m",
-            "gateway.cli",
+            "gateway.cli.main",
             "serve",
             "--config",
             str(CONFIG),

@@ -1,8 +1,8 @@
 """`capgate policy check|test|explain`: the policy author's tools.
 
 Exit codes: 0 clean, 1 problems found (load errors, failing cases), 2 bad usage or
-unreadable inputs. `gateway.cli` routes `capgate policy ...` here, through
-`gateway.policytool`, which passes a registry loader that also types `input` from the
+unreadable inputs. `gateway.cli.main` routes `capgate policy ...` here, through
+`gateway.cli.policy`, which passes a registry loader that also types `input` from the
 protobuf request messages of capabilities without an `input_schema` (this package never
 imports the gateway; on its own, those capabilities' `input` is `dyn`).
 """

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / ".run"
 sys.path.insert(0, str(ROOT))
 
-from gateway.redis_server import RedisProcess, free_port  # noqa: E402
+from gateway.state.embedded import RedisProcess, free_port  # noqa: E402
 from tests.gateway.harness import JWT_SECRET, token  # noqa: E402
 
 
@@ -64,7 +64,7 @@ def start() -> None:
         [
             sys.executable,
             "-m",
-            "gateway.cli",
+            "gateway.cli.main",
             "serve",
             "--config",
             str(ROOT / "tests/gateway/gateway.yaml"),

@@ -16,8 +16,8 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from capgate.v1 import gateway_pb2, types_pb2
-from gateway import pipeline
-from gateway.call import Call
+from gateway.pipeline import runner as pipeline
+from gateway.pipeline.call import Call
 from tests.gateway.harness import Env, terminal_events
 
 # `make sweep` runs every point this many times (each run lands the cancel at the same await;

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.redis_server import ENV, NoServer, RedisProcess, select
+from gateway.state.embedded import ENV, NoServer, RedisProcess, select
 
 
 def pytest_report_header() -> str:

@@ -1,4 +1,4 @@
-"""The session Redis, and which server binary the project starts (gateway/redis_server.py)."""
+"""The session Redis, and which server binary the project starts (gateway/state/embedded.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.redis_server import (
+from gateway.state.embedded import (
     ENV,
     MINIMUM,
     NoServer,

@@ -20,8 +20,8 @@ from capgate.v1 import admin_pb2
 from examples.orders.server import serve as serve_orders
 from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
-from gateway.redis_server import ENV, PACKAGES, package_binary, probe
-from gateway.serve import start
+from gateway.process.serve import start
+from gateway.state.embedded import ENV, PACKAGES, package_binary, probe
 from tests.gateway.conftest import HERE, gateway_environ
 from tests.gateway.harness import Env, token
 
@@ -95,7 +95,7 @@ async def test_approvals_watch_streams_on_every_shipped_server(
     approval = result.approval_required.approval
     environ = {**os.environ, "CAPGATE_TOKEN": token("bob", audience="capgate-admin")}
     admin = f"127.0.0.1:{env.port('admin')}"
-    argv = [sys.executable, "-m", "gateway.cli", "approvals", "--admin", admin, "--insecure"]
+    argv = [sys.executable, "-m", "gateway.cli.main", "approvals", "--admin", admin, "--insecure"]
     line = await _first_line([*argv, "watch", "--after", "0"], environ)
     assert line.split()[1:3] == ["requested", approval.id], line
 
@@ -133,7 +133,15 @@ async def test_serve_refuses_a_server_it_cannot_run_with_a_clear_error(tmp_path:
         ("no-such-package", "not a runnable"),
     ]:
         proc = await asyncio.create_subprocess_exec(
-            *[sys.executable, "-m", "gateway.cli", "serve", "--config", str(path), "--no-watch"],
+            *[
+                sys.executable,
+                "-m",
+                "gateway.cli.main",
+                "serve",
+                "--config",
+                str(path),
+                "--no-watch",
+            ],
             env={**environ, ENV: choice},
             cwd=ROOT,
             stdout=asyncio.subprocess.DEVNULL,

@@ -15,7 +15,7 @@ from gateway.audit.events import approval_event
 from gateway.telemetry import metrics
 
 if TYPE_CHECKING:
-    from gateway.approvals.records import ApprovalRecord
+    from gateway.state.approvals.records import ApprovalRecord
 
 
 class _Emitter(Protocol):

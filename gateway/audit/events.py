@@ -32,10 +32,10 @@ from gateway.upstream.state import UPSTREAM_STATUS_KEY
 
 if TYPE_CHECKING:
     from capgate.v1 import gateway_pb2
-    from gateway.approvals.records import ApprovalRecord
-    from gateway.call import Call
+    from gateway.config.settings import AuditSettings
     from gateway.model import Actor
-    from gateway.settings import AuditSettings
+    from gateway.pipeline.call import Call
+    from gateway.state.approvals.records import ApprovalRecord
     from policy import Evaluation
 
 MAX_TEXT: Final = 256

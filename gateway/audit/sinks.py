@@ -30,7 +30,7 @@ from typing import IO, Any, Protocol
 
 import orjson
 
-from gateway.redisconn import raise_if_cancelling
+from gateway.state.connections import raise_if_cancelling
 from gateway.telemetry import metrics
 
 log = logging.getLogger("capgate.audit")

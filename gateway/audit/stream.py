@@ -23,7 +23,7 @@ import orjson
 from redis.exceptions import ResponseError
 
 PAGE: Final = 500
-BLOCK_MS: Final = 1000  # below the 2 s operation timeout of gateway.redisconn
+BLOCK_MS: Final = 1000  # below the 2 s operation timeout of gateway.state.connections
 WRITE_SLACK_MS: Final = 60_000
 
 

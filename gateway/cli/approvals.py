@@ -31,8 +31,8 @@ from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, types_pb2
-from gateway.cliargs import Parser, everywhere
-from gateway.clitls import advice
+from gateway.cli.args import Parser, everywhere
+from gateway.cli.tls import advice
 
 _OK, _REFUSED, _USAGE, _TRANSPORT = 0, 1, 2, 3
 _STATUSES = ("pending", "approved", "rejected", "expired", "consumed", "executed")

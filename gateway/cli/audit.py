@@ -29,12 +29,12 @@ from redis.exceptions import RedisError
 
 from gateway.audit import stream
 from gateway.audit.events import InputHasher
-from gateway.cliargs import Parser, everywhere, redact
-from gateway.clitls import redis_advice
+from gateway.cli.args import Parser, everywhere, redact
+from gateway.cli.tls import redis_advice
 from gateway.config.durations import parse_duration
 from gateway.config.loader import ConfigError, load_settings
-from gateway.redisconn import connect
-from gateway.settings import RedisSettings
+from gateway.config.settings import RedisSettings
+from gateway.state.connections import connect
 
 
 class UsageError(Exception):

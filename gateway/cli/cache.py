@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import grpc
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc
-from gateway.approvals.cli import _channel, _connection, _metadata, _transport_failure
-from gateway.cliargs import Parser, everywhere
+from gateway.cli.approvals import _channel, _connection, _metadata, _transport_failure
+from gateway.cli.args import Parser, everywhere
 
 _OK, _USAGE = 0, 2
 

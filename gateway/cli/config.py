@@ -3,7 +3,7 @@
 gateway/upstream/openapi.py) and `capgate config mcp-tools CONFIG --upstream NAME` (drafted from
 the tools a kind mcp upstream lists).
 
-`check` runs the loader `capgate serve` runs (`gateway.config.everything.load_everything`)
+`check` runs the loader `capgate serve` runs (`gateway.process.load.load_everything`)
 without starting Redis or binding a port: the YAML, the schema, the semantic checks, every
 capability's upstream method (descriptor sets; server reflection only with
 `--resolve-reflection`, which connects to those upstreams), and the policy set, type-checked
@@ -27,12 +27,12 @@ from pathlib import Path
 
 import yaml
 
-from gateway.cliargs import Parser
-from gateway.config.everything import Loaded, load_everything
+from gateway.cli.args import Parser
 from gateway.config.loader import load_settings
 from gateway.config.problems import ConfigError
 from gateway.config.schema import config_schema
 from gateway.errors import CapabilityError
+from gateway.process.load import Loaded, load_everything
 from gateway.upstream.channels import ChannelPool
 from gateway.upstream.http import HttpClients
 from gateway.upstream.mcpcall import draft_tool_capabilities

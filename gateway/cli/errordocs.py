@@ -1,4 +1,5 @@
-"""Renders `docs/errors.md` from the one error table (`python -m gateway.errordocs [--check]`)."""
+"""Renders `docs/errors.md` from the one error table: `python -m gateway.cli.errordocs
+[--check]`."""
 
 from __future__ import annotations
 
@@ -7,16 +8,17 @@ from pathlib import Path
 
 from gateway.errors import TABLE
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "errors.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "errors.md"
 
 
 def render() -> str:
     lines = [
         "# Error codes",
         "",
-        "Generated from `gateway/errors.py` by `python -m gateway.errordocs`; a test fails when it",
-        "is stale. Governed failures come back inside `ExecutionResult` with RPC status OK; the",
-        "proto enum spells each code with the `ERROR_CODE_` prefix, JSON, MCP and audit without.",
+        "Generated from `gateway/errors.py` by `python -m gateway.cli.errordocs`; a test fails",
+        "when it is stale. Governed failures come back inside `ExecutionResult` with RPC status",
+        "OK; the proto enum spells each code with the `ERROR_CODE_` prefix, JSON, MCP and",
+        "audit without.",
         "",
         "| code | stage | retryable | exposed to model | public message | terminal event "
         "| envelope |",
@@ -103,7 +105,7 @@ def main(argv: list[str]) -> int:
     text = render()
     if "--check" in argv:
         if not DOC.exists() or DOC.read_text() != text:
-            print("docs/errors.md is stale: run python -m gateway.errordocs", file=sys.stderr)
+            print("docs/errors.md is stale: run python -m gateway.cli.errordocs", file=sys.stderr)
             return 1
         return 0
     DOC.write_text(text)

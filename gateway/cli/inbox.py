@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from gateway.cliargs import Parser
+from gateway.cli.args import Parser
 from gateway.config.problems import ConfigError
 from gateway.inbox.config import load_inbox_settings
 from gateway.inbox.server import start_inbox

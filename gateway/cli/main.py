@@ -7,18 +7,18 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO, cast
 
-from gateway.cliargs import redact, run_entry
+from gateway.cli.args import redact, run_entry
 
 # Each group is a module exposing `main(argv) -> int`; imported lazily so that
 # `capgate policy ...` never pays for the gateway's gRPC imports.
 _GROUPS: dict[str, tuple[str, str]] = {
-    "policy": ("gateway.policytool", "author tools: check, test, explain CEL policies"),
-    "serve": ("gateway.serve", "run the gateway"),
-    "config": ("gateway.config.cli", "check a gateway config"),
-    "approvals": ("gateway.approvals.cli", "list, show, approve, reject, watch approvals"),
-    "audit": ("gateway.audit.cli", "tail or query the audit stream"),
-    "cache": ("gateway.cache.cli", "purge a capability's result cache entries"),
-    "inbox": ("gateway.inbox.cli", "serve the approver web inbox"),
+    "policy": ("gateway.cli.policy", "author tools: check, test, explain CEL policies"),
+    "serve": ("gateway.process.serve", "run the gateway"),
+    "config": ("gateway.cli.config", "check a gateway config"),
+    "approvals": ("gateway.cli.approvals", "list, show, approve, reject, watch approvals"),
+    "audit": ("gateway.cli.audit", "tail or query the audit stream"),
+    "cache": ("gateway.cli.cache", "purge a capability's result cache entries"),
+    "inbox": ("gateway.cli.inbox", "serve the approver web inbox"),
 }
 # Long-running servers log through their own handlers; every other group's stderr is redacted.
 _SERVERS = frozenset({"serve", "inbox"})

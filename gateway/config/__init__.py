@@ -1,4 +1,5 @@
-"""The gateway config: load and validate YAML into `gateway.settings.Settings`, watch it for reload.
+"""The gateway config: load and validate YAML into `gateway.config.settings.Settings`, watch it for
+reload.
 
     from gateway.config import load_settings, ConfigError
     settings = load_settings("capgate.yaml")          # raises ConfigError with every problem

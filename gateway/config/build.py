@@ -13,25 +13,15 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from gateway.canonical import canonical_json
 from gateway.config.capabilities import PROCEDURE_METHOD
 from gateway.config.context import plain, resolve
 from gateway.config.durations import parse_duration, whole_seconds
+from gateway.config.hooks import build_hooks
 from gateway.config.kinds import http_route, http_upstream, mcp_upstream
+from gateway.config.limits import build_limits
+from gateway.config.mcp import mcp_settings
 from gateway.config.revision import SHORT_HASH
-from gateway.hooks.config import build_hooks
-from gateway.limits.config import build_limits
-from gateway.mcp.config import mcp_settings
-from gateway.model import (
-    ApprovalSpec,
-    CacheSpec,
-    Capability,
-    Limits,
-    RedactRule,
-    RedactSpec,
-    RetrySpec,
-)
-from gateway.settings import (
+from gateway.config.settings import (
     ActorTokenSettings,
     ApprovalSettings,
     AuditSettings,
@@ -51,6 +41,16 @@ from gateway.settings import (
     Upstream,
     Webhook,
 )
+from gateway.model import (
+    ApprovalSpec,
+    CacheSpec,
+    Capability,
+    Limits,
+    RedactRule,
+    RedactSpec,
+    RetrySpec,
+)
+from gateway.values.canonical import canonical_json
 
 Spec = dict[str, tuple[str, Callable[[Any], Any]]]
 

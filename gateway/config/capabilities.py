@@ -2,8 +2,9 @@
 
 Methods of upstreams with a descriptor set are looked up at load, so a typo or a streaming
 method (§12: only unary methods) fails `capgate config check` rather than the first call.
-Unknown policy names are checked where the policy set is loaded (gateway/snapshot.py, run by
-`capgate config check` and `serve` alike, gateway/config/everything.py).
+Unknown policy names are checked where the policy set is loaded (gateway/pipeline/snapshot.py, run
+by
+`capgate config check` and `serve` alike, gateway/process/load.py).
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ import fastjsonschema
 from google.protobuf import descriptor_pb2
 from google.protobuf.message import DecodeError
 
-from gateway.cache.scope import reads_actor, uncovered_reads
+from gateway.config.cachescope import reads_actor, uncovered_reads
 from gateway.config.context import Ctx, check_port, items, mapping, plain, seconds_of, text
 from gateway.config.kinds import check_grpc_plaintext, check_http_capability, check_http_upstream
 from gateway.config.problems import PathParts
 from gateway.config.source import LDict
-from gateway.outputexpr import OutputExpr, OutputExprError
-from gateway.redact import RedactPathError, parse_path
+from gateway.values.outputexpr import OutputExpr, OutputExprError
+from gateway.values.redact import RedactPathError, parse_path
 
 log = logging.getLogger("gateway.config")
 

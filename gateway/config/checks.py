@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from gateway.auth import jws
 from gateway.config.capabilities import check_capabilities, check_upstreams
 from gateway.config.context import Ctx, mapping, seconds_of, text
+from gateway.config.hooks import check_hooks
+from gateway.config.limits import check_limits
 from gateway.config.listeners import check_listeners
-from gateway.hooks.config import check_hooks
-from gateway.limits.config import check_limits
+from gateway.values import jws
 
 MAX_ACTOR_TOKEN_LIFETIME_S = 60  # §12: forwarded actor tokens live at most 60 s
 

@@ -4,7 +4,7 @@ Checked here: unique names, the upstream each hook is called over exists and is 
 upstream (its TLS files are checked with the upstreams), a positive timeout, context
 declarations only on hooks that implement pre_invoke, and every capability's `hooks` list
 naming capability-scoped hooks that exist. Policies reading `hooks.<name>.<attribute>` are
-type-checked against the declarations where the policy set loads (gateway/snapshot.py).
+type-checked against the declarations where the policy set loads (gateway/pipeline/snapshot.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from gateway.config.context import Ctx, items, mapping, seconds_of, text
-from gateway.hooks.model import DEFAULT_TIMEOUT_S, HookSpec
+from gateway.config.hookspec import DEFAULT_TIMEOUT_S, HookSpec
 
 __all__ = ["build_hooks", "check_hooks"]
 

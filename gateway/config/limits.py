@@ -1,6 +1,6 @@
 """The `limits:` section of the gateway config: its semantic checks (run with the others, after
 the schema) and the frozen `LimitSpec`s built from it. The CEL texts are compiled later, with
-the snapshot (`gateway.limits.compile`), where the capabilities' input types are known."""
+the snapshot (`gateway.pipeline.limits`), where the capabilities' input types are known."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 
 from gateway.config.context import Ctx, items, seconds_of
 from gateway.config.durations import parse_duration
+from gateway.config.limitspec import BudgetSpec, ExprSite, LimitSpec, RateSpec
 from gateway.config.source import LDict
-from gateway.limits.model import BudgetSpec, ExprSite, LimitSpec, RateSpec
 
 MAX_LIMITS = 64  # every call with limits evaluates all of its own in one script
 

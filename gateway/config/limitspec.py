@@ -2,7 +2,7 @@
 
 A `LimitSpec` is frozen config data, built by `gateway.config.build` after the schema and the
 checks passed; its CEL texts are compiled and type-checked when the snapshot is built
-(`gateway.limits.compile`), where the input types of the capabilities it selects are known.
+(`gateway.pipeline.limits`), where the input types of the capabilities it selects are known.
 """
 
 from __future__ import annotations

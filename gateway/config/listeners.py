@@ -11,11 +11,11 @@ from cryptography import x509
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
-from gateway.auth import jws
 from gateway.config.context import Ctx, check_port, is_unix, items, mapping, plain, text
+from gateway.config.mcp import check_mcp_listener
 from gateway.config.problems import PathParts
 from gateway.config.source import LDict
-from gateway.mcp.config import check_mcp_listener
+from gateway.values import jws
 
 _AUTH_BLOCKS = {"jwt": "jwt", "mtls": "mtls", "trusted_local": "trusted-local"}
 _ADMIN_ONLY = ("on_behalf_of", "auditor_roles")
@@ -106,8 +106,8 @@ def _check_jwt(ctx: Ctx, jwt: LDict, parts: PathParts) -> None:
 def _check_with_verifier(ctx: Ctx, jwt: LDict, parts: PathParts) -> None:
     """Load the keys exactly as the listener will, so that what passes here also starts there
     (JWKS contents: `use`, private members, pins, key types, duplicate kids — ADR 0003)."""
-    from gateway.auth.jwt import load_keys  # noqa: PLC0415 - the verifier pulls in grpc
     from gateway.config.build import jwt_auth  # noqa: PLC0415 - build imports the checks
+    from gateway.transport.auth.jwt import load_keys  # noqa: PLC0415 - the verifier pulls in grpc
 
     try:
         settings = jwt_auth(plain(jwt), ctx.base)

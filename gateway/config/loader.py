@@ -23,8 +23,8 @@ from gateway.config.env import substitute
 from gateway.config.problems import ConfigError, Problem
 from gateway.config.revision import digest, key_files, policy_files
 from gateway.config.schema import schema_problems
+from gateway.config.settings import Settings
 from gateway.config.source import LDict, SourceFile, config_files, merge, parse, problem_at
-from gateway.settings import Settings
 
 
 def load_settings(path: str | Path, *, environ: Mapping[str, str] | None = None) -> Settings:

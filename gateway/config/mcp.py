@@ -16,11 +16,11 @@ from urllib.parse import urlsplit
 
 from gateway.config.context import Ctx, is_unix, items, mapping, text
 from gateway.config.durations import parse_duration
+from gateway.config.mcpnames import build_table
 from gateway.config.problems import PathParts
+from gateway.config.settings import McpSettings
 from gateway.config.source import LDict
-from gateway.mcp.guard import WELL_KNOWN, is_loopback
-from gateway.mcp.names import build_table
-from gateway.settings import McpSettings
+from gateway.transport.mcp.guard import WELL_KNOWN, is_loopback
 
 
 def check_mcp_listener(ctx: Ctx, listener: LDict, parts: PathParts) -> None:

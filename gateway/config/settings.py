@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from gateway.hooks.model import HookSpec
-from gateway.limits.model import LimitSpec
+from gateway.config.hookspec import HookSpec
+from gateway.config.limitspec import LimitSpec
 from gateway.model import Capability, Limits
 from gateway.upstream.httpspec import HttpUpstream
 from gateway.upstream.mcpspec import McpUpstream

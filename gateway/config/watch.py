@@ -27,8 +27,8 @@ from typing import NamedTuple, TypeVar
 
 from gateway.config.loader import load_settings
 from gateway.config.revision import digest, key_files, policy_files, read_file
+from gateway.config.settings import Settings
 from gateway.config.source import config_files
-from gateway.settings import Settings
 
 log = logging.getLogger("gateway.config")
 _T = TypeVar("_T")

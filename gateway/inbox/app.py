@@ -35,7 +35,6 @@ from starlette.routing import Route
 
 from capgate.v1 import types_pb2
 from gateway.audit.events import caller_text
-from gateway.auth.base import AuthenticationFailed
 from gateway.inbox import views
 from gateway.inbox.admin import AdminClient
 from gateway.inbox.auth import ApproverAuth, Human
@@ -54,7 +53,8 @@ from gateway.inbox.web import (
     static_file,
     templates,
 )
-from gateway.redisconn import connect
+from gateway.state.connections import connect
+from gateway.transport.auth.base import AuthenticationFailed
 
 log = logging.getLogger("capgate.inbox")
 SSE_KEEPALIVE_S: Final = 15.0

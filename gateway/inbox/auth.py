@@ -3,7 +3,7 @@
 Order: an `Authorization: Bearer` JWT, then the proxy's signed identity assertion header, then
 the session cookie set by the sign-in page. A credential that is presented but invalid is a
 failure — never a fall-through to a weaker one. JWTs and assertions are checked by
-`gateway.auth.jwt.JwtAuthenticator`, the gateway's own validation (pinned algorithms, exp,
+`gateway.transport.auth.jwt.JwtAuthenticator`, the gateway's own validation (pinned algorithms, exp,
 aud, iss allow-list, bounded lifetime), on every request; a session cookie is looked up in the
 server-side session store on every request (its roles with it: `gateway.inbox.sessions`).
 """
@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gateway.auth.base import AuthenticationFailed
-from gateway.auth.jwt import JwtAuthenticator
 from gateway.inbox.session import SESSION_COOKIE, CsrfKeys, identity_binding
 from gateway.inbox.sessions import Session, SessionStore, csrf_matches
 from gateway.inbox.settings import InboxSettings
 from gateway.model import Actor
+from gateway.transport.auth.base import AuthenticationFailed
+from gateway.transport.auth.jwt import JwtAuthenticator
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,6 @@ from typing import Any, cast
 
 from jsonschema import Draft7Validator
 
-from gateway.auth.jwt import JwtAuthenticator
 from gateway.config.build import jwt_auth
 from gateway.config.context import resolve
 from gateway.config.durations import parse_duration, whole_seconds
@@ -25,9 +24,10 @@ from gateway.config.env import substitute
 from gateway.config.kinds import on_this_machine
 from gateway.config.problems import ConfigError, Problem
 from gateway.config.schema import config_schema
+from gateway.config.settings import RedisSettings
 from gateway.config.source import SourceFile, parse, problem_at
 from gateway.inbox.settings import AdminConnection, InboxSettings, ProxyAuth, ServiceToken
-from gateway.settings import RedisSettings
+from gateway.transport.auth.jwt import JwtAuthenticator
 
 
 @functools.cache

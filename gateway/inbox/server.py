@@ -14,7 +14,7 @@ import uvicorn
 
 from gateway.inbox.app import Inbox
 from gateway.inbox.settings import InboxSettings
-from gateway.redis_server import RedisProcess
+from gateway.state.embedded import RedisProcess
 
 
 def split_address(address: str) -> tuple[str, int]:

@@ -30,7 +30,7 @@ import orjson
 from redis.exceptions import RedisError
 
 from gateway.model import Actor
-from gateway.redisconn import RedisClient
+from gateway.state.connections import RedisClient
 
 MAX_SID_CHARS: Final = 100
 ROLES_SOURCE: Final = "sign-in token"  # where a session's roles come from (the actor record)

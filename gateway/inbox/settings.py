@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from gateway.settings import JwtAuth, RedisSettings
+from gateway.config.settings import JwtAuth, RedisSettings
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,10 +17,10 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from gateway.audit.events import caller_text
-from gateway.auth import jws
-from gateway.auth.base import AuthenticationFailed
 from gateway.inbox.session import LOGIN_COOKIE, SESSION_COOKIE, login_binding
 from gateway.inbox.web import FormError, read_form, safe_next
+from gateway.transport.auth.base import AuthenticationFailed
+from gateway.values import jws
 
 if TYPE_CHECKING:
     from gateway.inbox.app import Inbox

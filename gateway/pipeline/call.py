@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from capgate.v1 import types_pb2
-from gateway.drain import Drain
 from gateway.model import Actor
+from gateway.pipeline.drain import Drain
 
 if TYPE_CHECKING:
-    from gateway.snapshot import Prepared, Snapshot
+    from gateway.pipeline.snapshot import Prepared, Snapshot
     from policy import ApprovalRequirement, Evaluation
 
 
@@ -46,8 +46,8 @@ class Runtime:
 
     audit: Auditor
     signer: Signer | None = None
-    approvals: Any = None  # gateway.approvals.store.RedisApprovalStore | None
-    idempotency: Any = None  # gateway.idempotency.RedisIdempotencyStore | None
+    approvals: Any = None  # gateway.state.approvals.store.RedisApprovalStore | None
+    idempotency: Any = None  # gateway.state.idempotency.RedisIdempotencyStore | None
     wall: Callable[[], float] = time.time
     monotonic: Callable[[], float] = time.monotonic
     new_id: Callable[[], str] = field(default=lambda: os.urandom(16).hex())
@@ -56,8 +56,8 @@ class Runtime:
     # randomness by default, a fixed sequence in tests.
     jitter: Callable[[], float] = random.random
     drain: Drain = field(default_factory=Drain)  # calls in flight, answered at shutdown
-    limiter: Any = None  # gateway.limits.store.RedisLimiter | None (docs/limits.md)
-    cache: Any = None  # gateway.cache.store.ResultCache | None (docs/cache.md)
+    limiter: Any = None  # gateway.state.limits.store.RedisLimiter | None (docs/limits.md)
+    cache: Any = None  # gateway.state.cache.ResultCache | None (docs/cache.md)
 
 
 @dataclass(eq=False, slots=True)
@@ -84,7 +84,7 @@ class Call:
     evaluation: Evaluation | None = None  # invocation phase (stage 7)
     execution_evaluation: Evaluation | None = None  # execution phase (stage 9)
     requirement: ApprovalRequirement | None = None
-    approval: Any = None  # gateway.approvals.records.ApprovalRecord on Resume
+    approval: Any = None  # gateway.state.approvals.records.ApprovalRecord on Resume
     # Set before the approval's consume is sent; cleared when the store answers that nothing
     # was consumed. Set while `approval` is still the approved record: the consume may have run
     # though its reply was lost (timeout, cancel), so a failure gives it back (pipeline.py).
@@ -99,22 +99,24 @@ class Call:
     output: Any = None
     state: types_pb2.ExecutionState = types_pb2.EXECUTION_STATE_NOT_STARTED
     denial_reason: str = ""
-    # Limits (gateway/stages/limits.py): what is left of each, for execution-phase policies;
-    # `limits_deferred` when an over-budget call asks for approval and nothing was spent.
+    # Limits (gateway/pipeline/stages/limits.py): what is left of each, for execution-phase
+    # policies; `limits_deferred` when an over-budget call asks for approval and nothing was spent.
     limit_state: dict[str, dict[str, float]] | None = None
     limits_deferred: bool = False
     limits_inline: bool = False  # an inline approver approved it: this execution holds the spend
-    limit_spent: tuple[Any, ...] = ()  # gateway.limits.store.Spent: budgets given back if unrun
+    limit_spent: tuple[
+        Any, ...
+    ] = ()  # gateway.state.limits.store.Spent: budgets given back if unrun
     # Requests to Redis whose answer the call stopped waiting for (a caller's cancel): the
     # limits' check (its charges and the shielded task) and an approval being stored. The
     # runner waits for their answers to give back what they took (pipeline._collect_unanswered).
     limits_unanswered: tuple[Any, Any] | None = None
     approval_creating: Any = None  # asyncio.Future[ApprovalRecord] | None
-    # The result cache (gateway/stages/cache.py): "hit" or "miss" once looked up, and the
+    # The result cache (gateway/pipeline/stages/cache.py): "hit" or "miss" once looked up, and the
     # entry's key a miss stores the output under after stage 12.
     cache: str = ""
     cache_key: str = ""
-    # Governance hooks (gateway/stages/hooks.py, docs/hooks.md): each pre-hook's context
+    # Governance hooks (gateway/pipeline/stages/hooks.py, docs/hooks.md): each pre-hook's context
     # attributes (policies' `hooks`), the approval reasons of hooks that asked, the audit
     # records of every hook call, and the input change a hook made (both hashes).
     hook_context: dict[str, dict[str, Any]] = field(default_factory=dict)

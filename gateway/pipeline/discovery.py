@@ -16,24 +16,24 @@ from datetime import UTC, datetime
 
 from capgate.v1 import gateway_pb2, types_pb2
 from gateway.audit.events import discovered_event
-from gateway.call import Call, Runtime
-from gateway.canonical import input_hash
-from gateway.envelope import error_proto
 from gateway.errors import CapabilityError, Code
 from gateway.model import Actor
-from gateway.snapshot import Snapshot
-from gateway.stages.actor import check_actor
-from gateway.stages.exposure import check_exposure
-from gateway.stages.hooks import merge_hook_asks, run_pre_hooks
-from gateway.stages.limits import peek_limits
-from gateway.stages.policies import (
+from gateway.pipeline.call import Call, Runtime
+from gateway.pipeline.envelope import error_proto
+from gateway.pipeline.snapshot import Snapshot
+from gateway.pipeline.stages.actor import check_actor
+from gateway.pipeline.stages.exposure import check_exposure
+from gateway.pipeline.stages.hooks import merge_hook_asks, run_pre_hooks
+from gateway.pipeline.stages.limits import peek_limits
+from gateway.pipeline.stages.policies import (
     eval_request,
     evaluate_execution_policies,
     evaluate_invocation_policies,
     hide_before_validation,
 )
-from gateway.stages.resolve import resolve_capability
-from gateway.stages.validate import validate_input
+from gateway.pipeline.stages.resolve import resolve_capability
+from gateway.pipeline.stages.validate import validate_input
+from gateway.values.canonical import input_hash
 from policy import Decision, EvalRequest, Phase, Stance
 
 _DECISIONS = {

@@ -18,12 +18,12 @@ from google.protobuf.message import Message
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from capgate.v1 import hook_pb2, hook_pb2_grpc, types_pb2
-from gateway.call import Call, Runtime
-from gateway.hooks.model import HookCall, HookSpec
+from gateway.config.hookspec import HookCall, HookSpec
+from gateway.pipeline.call import Call, Runtime
 from gateway.telemetry import child_span, metrics, traceparent
 
 if TYPE_CHECKING:
-    from gateway.snapshot import Prepared
+    from gateway.pipeline.snapshot import Prepared
 
 __all__ = ["NO_HOOKS", "BoundHook", "CapabilityHooks", "HookFault", "call_hook", "hook_context"]
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.limits.model import ExprSite, LimitSpec
+from gateway.config.limitspec import ExprSite, LimitSpec
 from policy import LoadIssue
 from policy.backends.celexpr import CelExprBackend
 from policy.checker import Checker

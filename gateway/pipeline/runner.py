@@ -15,41 +15,46 @@ from dataclasses import dataclass, field
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from capgate.v1 import gateway_pb2, types_pb2
-from gateway import envelope
-from gateway.approvals.convert import to_proto
 from gateway.audit.events import build, completion_fields, failure_fields, replay_event, stances
-from gateway.call import Call, Runtime
-from gateway.drain import MARGIN_S
 from gateway.errors import CapabilityError, Code, Event
-from gateway.jsonvalue import dumps
-from gateway.stages import Outcome, Replayed, Suspended
-from gateway.stages.actor import check_actor
-from gateway.stages.approval import approval_gate
-from gateway.stages.cache import cache_lookup, cache_store, hit_failure, unless_cached
-from gateway.stages.controls import attach_controls, replay_finished
-from gateway.stages.exposure import check_exposure
-from gateway.stages.hooks import merge_hook_asks, run_failure_hooks, run_post_hooks, run_pre_hooks
-from gateway.stages.identity import assign_execution_id
-from gateway.stages.invoke import invoke_procedure
-from gateway.stages.limits import enforce_limits, spend_after_inline_approval
-from gateway.stages.limits import give_back as give_back_limits
-from gateway.stages.output import redact_output, validate_output
-from gateway.stages.policies import (
+from gateway.pipeline import envelope
+from gateway.pipeline.call import Call, Runtime
+from gateway.pipeline.drain import MARGIN_S
+from gateway.pipeline.stages import Outcome, Replayed, Suspended
+from gateway.pipeline.stages.actor import check_actor
+from gateway.pipeline.stages.approval import approval_gate
+from gateway.pipeline.stages.cache import cache_lookup, cache_store, hit_failure, unless_cached
+from gateway.pipeline.stages.controls import attach_controls, replay_finished
+from gateway.pipeline.stages.exposure import check_exposure
+from gateway.pipeline.stages.hooks import (
+    merge_hook_asks,
+    run_failure_hooks,
+    run_post_hooks,
+    run_pre_hooks,
+)
+from gateway.pipeline.stages.identity import assign_execution_id
+from gateway.pipeline.stages.invoke import invoke_procedure
+from gateway.pipeline.stages.limits import enforce_limits, spend_after_inline_approval
+from gateway.pipeline.stages.limits import give_back as give_back_limits
+from gateway.pipeline.stages.output import redact_output, validate_output
+from gateway.pipeline.stages.policies import (
     evaluate_execution_policies,
     evaluate_invocation_policies,
     hide_before_validation,
     reevaluate_invocation_policies,
 )
-from gateway.stages.resolve import resolve_capability
-from gateway.stages.resume import (
+from gateway.pipeline.stages.resolve import resolve_capability
+from gateway.pipeline.stages.resume import (
     consume_approval,
     load_approval,
     verify_capability_digest,
     verify_input_hash,
 )
-from gateway.stages.validate import validate_input
+from gateway.pipeline.stages.validate import validate_input
+from gateway.state.approvals.convert import to_proto
 from gateway.telemetry import child_span, link_to, metrics, root_span
 from gateway.upstream.call import rerun_safe
+from gateway.values.jsonvalue import dumps
 
 log = logging.getLogger("capgate.pipeline")
 _perf = time.perf_counter
@@ -201,7 +206,7 @@ async def run(
             return await _failed(call, rt, err)
         except asyncio.CancelledError:
             if rt.drain.claimed():
-                # A shutdown's grace period is ending (gateway/drain.py): answer the caller
+                # A shutdown's grace period is ending (gateway/pipeline/drain.py): answer the caller
                 # with the truth instead of letting grpc.aio abort the RPC as UNAVAILABLE.
                 shutdown = drained(call)
                 _observe(call, span, shutdown.spec.kind.value, shutdown.code.value, started)
@@ -237,8 +242,8 @@ async def run(
 
 
 def drained(call: Call) -> CapabilityError:
-    """The answer to a call a shutdown cancelled (gateway/drain.py). Retrying it elsewhere is
-    safe only when no request reached the upstream; otherwise the envelope says UNKNOWN and the
+    """The answer to a call a shutdown cancelled (gateway/pipeline/drain.py). Retrying it elsewhere
+    is safe only when no request reached the upstream; otherwise the envelope says UNKNOWN and the
     caller decides (a retry could run the effect twice)."""
     not_started = call.state == types_pb2.EXECUTION_STATE_NOT_STARTED
     return CapabilityError(

@@ -16,17 +16,15 @@ import orjson
 from google.protobuf.descriptor_pool import DescriptorPool
 
 from capgate.v1 import gateway_pb2, hook_pb2_grpc, procedure_pb2_grpc
-from gateway.cache.scope import ScopeKey, ScopeKeyError
+from gateway.config.cachescope import ScopeKey, ScopeKeyError
+from gateway.config.hookspec import context_types
 from gateway.config.problems import PathParts, format_path
 from gateway.config.revision import digest, key_files, policy_files, read_file
+from gateway.config.settings import Settings, Upstream
 from gateway.config.source import config_files
-from gateway.hooks.calls import NO_HOOKS, BoundHook, CapabilityHooks
-from gateway.hooks.model import context_types
-from gateway.limits.compile import CompiledLimit, compile_limits
 from gateway.model import Capability
-from gateway.outputexpr import OutputExpr, OutputExprError
-from gateway.redact import Redactor
-from gateway.settings import Settings, Upstream
+from gateway.pipeline.hookcalls import NO_HOOKS, BoundHook, CapabilityHooks
+from gateway.pipeline.limits import CompiledLimit, compile_limits
 from gateway.upstream.call import UpstreamCall, grpc_call, procedure_call
 from gateway.upstream.channels import HTTP_KINDS, ChannelPool
 from gateway.upstream.descriptors import (
@@ -38,7 +36,9 @@ from gateway.upstream.errors import UpstreamConfigError
 from gateway.upstream.mapinput import InputMapper, MapInputError
 from gateway.upstream.schema import derive_schema
 from gateway.upstream.targets import prepare_target
-from gateway.validation import SchemaValidator
+from gateway.values.outputexpr import OutputExpr, OutputExprError
+from gateway.values.redact import Redactor
+from gateway.values.validation import SchemaValidator
 from policy import LoadIssue, Phase, PolicyLoadError, PolicySet, load_policy_set
 from policy.files import read_sources, revision_of
 
@@ -48,7 +48,7 @@ PROCEDURE_METHOD = "/capgate.v1.Procedure/Invoke"
 @dataclass(frozen=True, slots=True)
 class SnapshotProblem:
     """One reason a config cannot become a snapshot, at a place in the config (`parts`, as
-    in `capabilities[2].method`); `gateway.config.everything` turns it into file:line."""
+    in `capabilities[2].method`); `gateway.process.load` turns it into file:line."""
 
     parts: PathParts
     message: str

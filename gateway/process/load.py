@@ -20,9 +20,15 @@ from pathlib import Path
 from gateway.config.loader import load_settings
 from gateway.config.places import places_of, problem
 from gateway.config.problems import ConfigError, Problem
+from gateway.config.settings import Settings
 from gateway.config.watch import SETTLE_S
-from gateway.settings import Settings
-from gateway.snapshot import ContentMoved, Snapshot, SnapshotError, build_snapshot, check_snapshot
+from gateway.pipeline.snapshot import (
+    ContentMoved,
+    Snapshot,
+    SnapshotError,
+    build_snapshot,
+    check_snapshot,
+)
 from gateway.upstream.channels import ChannelPool
 from policy import LoadIssue
 

@@ -17,29 +17,30 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gateway import grpclog, workers
-from gateway.approvals.store import RedisApprovalStore
 from gateway.audit.approvals import ApprovalAudit
+from gateway.audit.notify.sink import WebhookNotifier, snapshot_facts
 from gateway.audit.otlp import OtlpLogSink
 from gateway.audit.sinks import AuditLog, RedisStreamSink, Sink, StreamSink
-from gateway.auth.actor_token import ActorTokenSigner
-from gateway.cache.store import ResultCache, cache_key
-from gateway.call import Runtime
-from gateway.cliargs import Parser
-from gateway.config.everything import Loaded, load_everything, located
+from gateway.cli.args import Parser
 from gateway.config.problems import ConfigError
+from gateway.config.settings import Listener, Settings
 from gateway.config.watch import SETTLE_S, ConfigWatcher
-from gateway.idempotency import RedisIdempotencyStore
-from gateway.limits.store import RedisLimiter
-from gateway.notify.sink import WebhookNotifier, snapshot_facts
-from gateway.redis_server import RedisProcess
-from gateway.redisconn import connect, raise_if_cancelling
-from gateway.server import READY_SERVICE, REDIS_SERVICE, Servers, start_listeners
-from gateway.settings import Listener, Settings
-from gateway.snapshot import SnapshotError, SnapshotHolder, build_snapshot
-from gateway.tasks import cancel_all
+from gateway.pipeline.call import Runtime
+from gateway.pipeline.snapshot import SnapshotError, SnapshotHolder, build_snapshot
+from gateway.process import workers
+from gateway.process.load import Loaded, load_everything, located
+from gateway.process.tasks import cancel_all
+from gateway.process.telemetry import Telemetry, start_telemetry
+from gateway.state.approvals.store import RedisApprovalStore
+from gateway.state.cache import ResultCache, cache_key
+from gateway.state.connections import connect, raise_if_cancelling
+from gateway.state.embedded import RedisProcess
+from gateway.state.idempotency import RedisIdempotencyStore
+from gateway.state.limits.store import RedisLimiter
 from gateway.telemetry import metrics
-from gateway.telemetry.runtime import Telemetry, start_telemetry
+from gateway.transport import grpclog
+from gateway.transport.server import READY_SERVICE, REDIS_SERVICE, Servers, start_listeners
+from gateway.upstream.actor_token import ActorTokenSigner
 from gateway.upstream.channels import ChannelPool
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ class Gateway:
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     watcher: ConfigWatcher | None = None
     telemetry: Telemetry | None = None
-    mcp: list[Any] = field(default_factory=list)  # gateway.mcp.server.McpListener
+    mcp: list[Any] = field(default_factory=list)  # gateway.transport.mcp.server.McpListener
     _reload_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _generation: int = 0
     _stopped: bool = False
@@ -195,7 +196,8 @@ class Gateway:
         if self.watcher is not None:
             self.watcher.stop()
         # All listeners stop taking calls at once; calls still running near the end of the
-        # grace period get a cancelled envelope instead of an aborted RPC (gateway/drain.py).
+        # grace period get a cancelled envelope instead of an aborted RPC
+        # (gateway/pipeline/drain.py).
         self.servers.not_serving()
         answered, *_ = await asyncio.gather(
             self.runtime.drain.answer(grace_s),
@@ -377,7 +379,7 @@ async def start(
         raise
     gw = Gateway(settings, holder, runtime, servers, pool, redis, process, telemetry=telemetry)
     if any(x.protocol == "mcp" for x in settings.listeners):
-        from gateway.mcp.server import start_mcp_listeners  # noqa: PLC0415 - HTTP stack if used
+        from gateway.transport.mcp.server import start_mcp_listeners  # noqa: PLC0415 - HTTP stack if used
 
         try:
             gw.mcp = await start_mcp_listeners(settings, lambda: holder.current, runtime, redis)
@@ -412,7 +414,9 @@ async def _serve(args: argparse.Namespace) -> int:
             loaded = replace(
                 loaded, actor_token=replace(loaded.actor_token, jwks_out=args.jwks_out)
             )
-        if args.worker_index is not None:  # one of `--workers N` (gateway/workers.py, ADR 0012)
+        if (
+            args.worker_index is not None
+        ):  # one of `--workers N` (gateway/process/workers.py, ADR 0012)
             loaded = workers.worker_settings(
                 loaded, args.worker_index, ports, args.actor_key_file, cache_secret=cache_secret
             )
@@ -525,7 +529,7 @@ def _parser() -> argparse.ArgumentParser:
         default=1,
         help="processes sharing the TCP listener ports (SO_REUSEPORT)",
     )
-    # Set by the `--workers` supervisor for each worker it starts (gateway/workers.py).
+    # Set by the `--workers` supervisor for each worker it starts (gateway/process/workers.py).
     parser.add_argument("--worker-index", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--supervisor-pid", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--worker-ports", default="", help=argparse.SUPPRESS)

@@ -22,9 +22,9 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from gateway.redisconn import raise_if_cancelling
-from gateway.settings import TelemetrySettings
-from gateway.tasks import cancel_all
+from gateway.config.settings import TelemetrySettings
+from gateway.process.tasks import cancel_all
+from gateway.state.connections import raise_if_cancelling
 from gateway.telemetry import tracing
 from gateway.telemetry.export import OtlpMetricsPusher, PrometheusEndpoint
 from gateway.telemetry.instruments import Gauge, metrics

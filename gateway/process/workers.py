@@ -30,7 +30,7 @@ killed without that chance (SIGKILL, OOM) still stops its workers at once: on Li
 is started with PR_SET_PDEATHSIG = SIGTERM (`_die_with_parent`), so the kernel sends it SIGTERM
 the moment the supervisor is gone and it drains within `--grace` as on a forwarded signal.
 Elsewhere, and as a second line on Linux, each worker polls its parent pid
-(`gateway.serve._stop_when_orphaned`).
+(`gateway.process.serve._stop_when_orphaned`).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from gateway.config.loader import ConfigError, load_settings
-from gateway.settings import Listener, Settings
+from gateway.config.settings import Listener, Settings
 
 log = logging.getLogger("capgate.workers")
 
@@ -193,7 +193,7 @@ def _argv(
     argv = [
         sys.executable,
         "-m",
-        "gateway.cli",
+        "gateway.cli.main",
         "serve",
         "--config",
         str(args.config),

@@ -34,7 +34,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from redis.exceptions import RedisError
 
-from gateway.redisconn import RedisClient, RedisUnavailable, mapped_errors
+from gateway.state.connections import RedisClient, RedisUnavailable, mapped_errors
 from gateway.telemetry import metrics
 
 log = logging.getLogger("capgate.cache")

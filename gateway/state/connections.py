@@ -30,7 +30,7 @@ from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ExponentialBackoff
 
-from gateway.settings import RedisSettings
+from gateway.config.settings import RedisSettings
 
 RedisClient: TypeAlias = Redis | RedisCluster
 RedisPipeline: TypeAlias = Pipeline | ClusterPipeline

@@ -271,7 +271,7 @@ class RedisProcess:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m gateway.redis_server`: print the binary `select()` picks and why."""
+    """`python -m gateway.state.embedded`: print the binary `select()` picks and why."""
     try:
         chosen = select()
     except NoServer as exc:

@@ -36,7 +36,7 @@ import orjson
 
 from gateway.errors import CapabilityError, Code
 from gateway.model import Actor
-from gateway.redisconn import RedisClient, RedisUnavailable, mapped_errors
+from gateway.state.connections import RedisClient, RedisUnavailable, mapped_errors
 
 # ARGV: now (wall seconds), input hash, execution id, TTL in ms, lease end (wall seconds; ''
 # for no lease), the request hash (the validated input before pre-hooks, what a repeat's early

@@ -29,7 +29,7 @@ from typing import Any, Final, Protocol
 
 import orjson
 
-from gateway.redisconn import RedisUnavailable, mapped_errors
+from gateway.state.connections import RedisUnavailable, mapped_errors
 
 Identity = tuple[str, str]
 

@@ -2,7 +2,7 @@
 
 The request path imports only this package's light parts: `metrics` (in-process aggregation),
 `root_span`/`child_span` (parent-based, no-op unless a sampled parent records) and
-`traceparent` (the W3C header for the upstream). Exporters live in `gateway.telemetry.runtime`.
+`traceparent` (the W3C header for the upstream). Exporters live in `gateway.process.telemetry`.
 """
 
 from __future__ import annotations

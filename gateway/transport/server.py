@@ -17,16 +17,16 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
-from gateway import grpclog, reflection
-from gateway.admin import PolicyAdminServicer
-from gateway.approvals.admin import ApprovalAdminServicer
-from gateway.approvals.convert import to_proto
-from gateway.auth.base import build_authenticator, server_credentials
-from gateway.cache.admin import CacheAdminServicer
-from gateway.call import Runtime
-from gateway.servicer import CapabilityGatewayServicer, Stage1
-from gateway.settings import Listener
-from gateway.snapshot import Snapshot
+from gateway.config.settings import Listener
+from gateway.pipeline.call import Runtime
+from gateway.pipeline.snapshot import Snapshot
+from gateway.state.approvals.convert import to_proto
+from gateway.transport import grpclog, reflection
+from gateway.transport.admin.approvals import ApprovalAdminServicer
+from gateway.transport.admin.cache import CacheAdminServicer
+from gateway.transport.admin.policy import PolicyAdminServicer
+from gateway.transport.auth.base import build_authenticator, server_credentials
+from gateway.transport.servicer import CapabilityGatewayServicer, Stage1
 
 log = logging.getLogger("capgate.server")
 
@@ -112,7 +112,7 @@ def build_listener(
     options = [*_OPTIONS]
     options[0] = ("grpc.max_receive_message_length", max_message_bytes)
     # Off by default so that a second gateway on a taken port fails instead of silently
-    # sharing it; on for the processes of `serve --workers N` (gateway/workers.py).
+    # sharing it; on for the processes of `serve --workers N` (gateway/process/workers.py).
     options[1] = ("grpc.so_reuseport", 1 if reuse_port else 0)
     server = grpc.aio.server(options=options)
     # A SERVER span per RPC when tracing is on (gateway.telemetry.servicers).

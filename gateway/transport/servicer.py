@@ -10,14 +10,15 @@ from typing import Any
 import grpc
 
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc
-from gateway import discovery, pipeline
-from gateway.approvals.convert import error_to_proto, to_proto
-from gateway.auth.base import AuthenticationFailed, Authenticator, build_authenticator
-from gateway.call import Call, Runtime
+from gateway.config.settings import Listener
 from gateway.errors import CapabilityError, Code
 from gateway.model import Actor
-from gateway.settings import Listener
-from gateway.snapshot import Snapshot
+from gateway.pipeline import discovery
+from gateway.pipeline import runner as pipeline
+from gateway.pipeline.call import Call, Runtime
+from gateway.pipeline.snapshot import Snapshot
+from gateway.state.approvals.convert import error_to_proto, to_proto
+from gateway.transport.auth.base import AuthenticationFailed, Authenticator, build_authenticator
 
 _MAX_WAIT_S = 30.0
 

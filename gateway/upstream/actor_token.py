@@ -33,9 +33,9 @@ from typing import Any, Final
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
-from gateway.auth import jws
+from gateway.config.settings import ActorTokenSettings
 from gateway.model import Actor
-from gateway.settings import ActorTokenSettings
+from gateway.values import jws
 
 TOKEN_TYPE: Final = "capgate-actor+jwt"  # noqa: S105 — a media type, not a secret
 MAX_LIFETIME_S: Final = 60  # what every verifier (capgate_client and its ports) accepts at most

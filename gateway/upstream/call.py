@@ -27,10 +27,9 @@ import orjson
 from google.protobuf.message import DecodeError, EncodeError, Message
 
 from capgate.v1 import procedure_pb2
+from gateway.config.settings import Upstream
 from gateway.errors import CapabilityError, Code
-from gateway.jsonvalue import parse_strict
 from gateway.model import Capability, RetrySpec
-from gateway.settings import Upstream
 from gateway.upstream.descriptors import MethodInfo
 from gateway.upstream.errors import TranscodeError
 from gateway.upstream.state import (
@@ -42,6 +41,7 @@ from gateway.upstream.state import (
 )
 from gateway.upstream.status import map_rpc_error
 from gateway.upstream.transcode import MessageCodec
+from gateway.values.jsonvalue import parse_strict
 
 __all__ = [
     "PROCEDURE_METHOD",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import grpc
 
-from gateway.settings import Upstream
+from gateway.config.settings import Upstream
 from gateway.upstream.errors import UpstreamConfigError
 from gateway.upstream.http import HttpClients
 from gateway.upstream.lifetimes import Lifetimes, watch

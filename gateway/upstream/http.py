@@ -53,9 +53,8 @@ import h11
 import httpx2
 import orjson
 
+from gateway.config.settings import Upstream
 from gateway.errors import GENERIC_MESSAGE, CapabilityError, Code, InputIssue
-from gateway.jsonvalue import parse_strict
-from gateway.settings import Upstream
 from gateway.upstream.call import Metadata
 from gateway.upstream.errors import UpstreamConfigError
 from gateway.upstream.httpspec import HttpRoute, HttpUpstream
@@ -66,6 +65,7 @@ from gateway.upstream.state import (
     ExecutionState,
     with_state,
 )
+from gateway.values.jsonvalue import parse_strict
 
 __all__ = [
     "AUTH_STATUSES",

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from gateway.settings import Upstream
+from gateway.config.settings import Upstream
 
 __all__ = ["Lifetimes"]
 

@@ -27,7 +27,7 @@ from google.protobuf.message import Message
 
 from gateway.errors import CapabilityError, Code
 from gateway.upstream.state import ExecutionState, with_state
-from gateway.validation import SchemaValidator
+from gateway.values.validation import SchemaValidator
 from policy.backends.celexpr import call_variables
 from policy.schematypes import CONTEXT_TYPES, TypeBuilder
 

@@ -31,9 +31,7 @@ import asyncio
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from gateway.canonical import canonical_json
 from gateway.errors import CapabilityError, Code
-from gateway.jsonvalue import parse_strict
 from gateway.upstream.call import Metadata
 from gateway.upstream.errors import UpstreamConfigError
 from gateway.upstream.http import (
@@ -45,6 +43,8 @@ from gateway.upstream.http import (
 )
 from gateway.upstream.mcpclient import McpClient, McpProtocolError
 from gateway.upstream.state import UPSTREAM_STATUS_KEY, ExecutionState, with_state
+from gateway.values.canonical import canonical_json
+from gateway.values.jsonvalue import parse_strict
 
 __all__ = [
     "UNSUPPORTED_KEYWORDS",

@@ -39,9 +39,8 @@ from typing import Any, Final
 import httpx2
 import orjson
 
+from gateway.config.settings import Upstream
 from gateway.errors import CapabilityError, Code
-from gateway.jsonvalue import parse_strict
-from gateway.settings import Upstream
 from gateway.upstream.http import (
     AUTH_STATUSES,
     USER_AGENT,
@@ -59,6 +58,7 @@ from gateway.upstream.state import (
     ExecutionState,
     with_state,
 )
+from gateway.values.jsonvalue import parse_strict
 
 __all__ = ["CLIENT_INFO", "McpClient", "McpProtocolError"]
 

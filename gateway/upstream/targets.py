@@ -1,6 +1,6 @@
 """Preparing the capabilities of upstreams served over HTTP (`kind: http`, `kind: mcp`) for the
 snapshot: their input and output schemas, the prepared call, and the name bound into approvals
-(the gRPC kinds are prepared in gateway/snapshot.py from descriptors)."""
+(the gRPC kinds are prepared in gateway/pipeline/snapshot.py from descriptors)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gateway.config.settings import Upstream
 from gateway.model import Capability
-from gateway.settings import Upstream
 from gateway.upstream.call import UpstreamCall, rerun_safe
 from gateway.upstream.errors import UpstreamConfigError
 from gateway.upstream.http import http_call

@@ -7,9 +7,9 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from gateway.approvals import ApprovalRecord
-from gateway.canonical import input_hash
 from gateway.model import Actor
+from gateway.state.approvals import ApprovalRecord
+from gateway.values.canonical import input_hash
 
 T0 = 1_700_000_000.0
 ALICE = Actor(id="alice", kind="user", issuer="https://idp.example")

@@ -8,10 +8,10 @@ import pytest
 import redis.asyncio as aioredis
 from approvalkit import FakeClock
 
-from gateway.approvals import RedisApprovalStore
-from gateway.redis_server import RedisProcess
-from gateway.redisconn import connect
-from gateway.settings import ApprovalSettings, RedisSettings
+from gateway.config.settings import ApprovalSettings, RedisSettings
+from gateway.state.approvals import RedisApprovalStore
+from gateway.state.connections import connect
+from gateway.state.embedded import RedisProcess
 
 
 @pytest.fixture

@@ -14,14 +14,14 @@ import redis.asyncio as aioredis
 from approvalkit import ALICE, BOB, CAROL, FakeClock, new_record
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, types_pb2
-from gateway.approvals import RedisApprovalStore
-from gateway.approvals.admin import ApprovalAdminServicer
-from gateway.approvals.cli import main as cli
-from gateway.approvals.convert import actor_to_proto, to_proto
-from gateway.auth.base import AuthenticationFailed
+from gateway.cli.approvals import main as cli
+from gateway.config.settings import Listener
 from gateway.model import Actor, RedactRule
-from gateway.redact import Redactor
-from gateway.settings import Listener
+from gateway.state.approvals import RedisApprovalStore
+from gateway.state.approvals.convert import actor_to_proto, to_proto
+from gateway.transport.admin.approvals import ApprovalAdminServicer
+from gateway.transport.auth.base import AuthenticationFailed
+from gateway.values.redact import Redactor
 
 pytestmark = pytest.mark.integration
 

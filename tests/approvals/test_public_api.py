@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import inspect
 
-import gateway.approvals as approvals
-from gateway.approvals import RedisApprovalStore
-from gateway.idempotency import RedisIdempotencyStore
+import gateway.state.approvals as approvals
+from gateway.state.approvals import RedisApprovalStore
+from gateway.state.idempotency import RedisIdempotencyStore
 
 
 def _params(function: object) -> list[str]:

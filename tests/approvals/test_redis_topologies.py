@@ -13,20 +13,20 @@ from approvalkit import ALICE, BOB, FakeClock, new_record
 from redis.asyncio.cluster import RedisCluster
 from topologies import cluster, sentinel
 
-from gateway import idempotency
-from gateway.approvals import (
+from gateway.config.settings import ApprovalSettings, RedisSettings
+from gateway.errors import CapabilityError, Code
+from gateway.state import idempotency
+from gateway.state.approvals import (
     ApprovalConsumed,
     ApprovalEventRecord,
     ApprovalRecord,
     RedisApprovalStore,
     Status,
 )
-from gateway.approvals.scripts import ALL
-from gateway.errors import CapabilityError, Code
-from gateway.idempotency import IdempotencyScope, RedisIdempotencyStore
-from gateway.redis_server import RedisProcess
-from gateway.redisconn import connect
-from gateway.settings import ApprovalSettings, RedisSettings
+from gateway.state.approvals.scripts import ALL
+from gateway.state.connections import connect
+from gateway.state.embedded import RedisProcess
+from gateway.state.idempotency import IdempotencyScope, RedisIdempotencyStore
 
 pytestmark = pytest.mark.integration
 

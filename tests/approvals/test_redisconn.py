@@ -7,7 +7,8 @@ from redis import exceptions as rexc
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from gateway.redisconn import (
+from gateway.config.settings import RedisSettings
+from gateway.state.connections import (
     CONNECT_TIMEOUT_S,
     OPERATION_TIMEOUT_S,
     RedisUnavailable,
@@ -15,7 +16,6 @@ from gateway.redisconn import (
     is_cluster,
     mapped_errors,
 )
-from gateway.settings import RedisSettings
 
 
 def _kwargs(client: Redis) -> dict[str, object]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import redis.asyncio as aioredis
 from approvalkit import FakeClock, new_record
 
-from gateway.approvals import RedisApprovalStore
+from gateway.state.approvals import RedisApprovalStore
 
 CAP = "t:{apr-idx}:cap:orders.refund"
 ALL = "t:{apr-idx}:all"

@@ -10,9 +10,9 @@ import pytest
 import redis.asyncio as aioredis
 from approvalkit import ALICE, BOB, FakeClock, new_record
 
-from gateway.approvals import ApprovalConsumed, ApprovalRecord, RedisApprovalStore, Status
+from gateway.config.settings import ApprovalSettings
 from gateway.errors import CapabilityError, Code
-from gateway.settings import ApprovalSettings
+from gateway.state.approvals import ApprovalConsumed, ApprovalRecord, RedisApprovalStore, Status
 
 pytestmark = pytest.mark.integration
 

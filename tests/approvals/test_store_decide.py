@@ -8,10 +8,10 @@ import pytest
 import redis.asyncio as aioredis
 from approvalkit import ALICE, BOB, CAROL, INBOX, FakeClock, new_record
 
-from gateway.approvals import RedisApprovalStore, Status
+from gateway.config.settings import ApprovalSettings
 from gateway.errors import CapabilityError, Code
 from gateway.model import Actor
-from gateway.settings import ApprovalSettings
+from gateway.state.approvals import RedisApprovalStore, Status
 
 pytestmark = pytest.mark.integration
 

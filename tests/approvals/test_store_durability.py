@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from approvalkit import ALICE, BOB, FakeClock, new_record
 
-from gateway.approvals import ApprovalConsumed, RedisApprovalStore, Status
+from gateway.config.settings import ApprovalSettings, RedisSettings
 from gateway.errors import CapabilityError, Code
-from gateway.redis_server import RedisProcess
-from gateway.redisconn import connect
-from gateway.settings import ApprovalSettings, RedisSettings
+from gateway.state.approvals import ApprovalConsumed, RedisApprovalStore, Status
+from gateway.state.connections import connect
+from gateway.state.embedded import RedisProcess
 
 pytestmark = pytest.mark.integration
 

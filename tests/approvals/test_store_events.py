@@ -10,8 +10,8 @@ import pytest
 import redis.asyncio as aioredis
 from approvalkit import ALICE, BOB, FakeClock, new_record
 
-from gateway.approvals import ApprovalEventRecord, RedisApprovalStore, Status, WatchGap
-from gateway.approvals.events import EventLog
+from gateway.state.approvals import ApprovalEventRecord, RedisApprovalStore, Status, WatchGap
+from gateway.state.approvals.events import EventLog
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ import pytest
 import redis.asyncio as aioredis
 from approvalkit import ALICE, CAROL, FakeClock, new_record
 
-from gateway.approvals import RedisApprovalStore, Status
+from gateway.state.approvals import RedisApprovalStore, Status
 
 pytestmark = pytest.mark.integration
 

@@ -8,10 +8,10 @@ import pytest
 import redis.asyncio as aioredis
 from approvalkit import ALICE, BOB, FakeClock, new_record
 
-from gateway.approvals import ApprovalRecord, RedisApprovalStore, Status
+from gateway.config.settings import ApprovalSettings
 from gateway.errors import CapabilityError, Code
 from gateway.model import ANONYMOUS, Actor
-from gateway.settings import ApprovalSettings
+from gateway.state.approvals import ApprovalRecord, RedisApprovalStore, Status
 
 pytestmark = pytest.mark.integration
 

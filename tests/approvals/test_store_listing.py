@@ -6,8 +6,8 @@ import pytest
 import redis.asyncio as aioredis
 from approvalkit import ALICE, BOB, FakeClock, new_record
 
-from gateway.approvals import ApprovalRecord, RedisApprovalStore, Status
 from gateway.model import Actor
+from gateway.state.approvals import ApprovalRecord, RedisApprovalStore, Status
 
 pytestmark = pytest.mark.integration
 

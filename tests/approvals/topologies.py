@@ -12,7 +12,7 @@ from pathlib import Path
 
 import redis
 
-from gateway.redis_server import ServerBinary, free_port, select, spawn
+from gateway.state.embedded import ServerBinary, free_port, select, spawn
 
 SLOTS = 16384
 

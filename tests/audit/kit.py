@@ -22,9 +22,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
-from gateway.redis_server import RedisProcess
-from gateway.serve import start
-from gateway.settings import Settings
+from gateway.config.settings import Settings
+from gateway.process.serve import start
+from gateway.state.embedded import RedisProcess
 from tests.gateway.conftest import gateway_environ
 from tests.gateway.harness import Env
 

@@ -17,7 +17,7 @@ import pytest
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc, procedure_pb2, types_pb2
 from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
-from gateway.serve import start
+from gateway.process.serve import start
 from tests.auth.authkit import Issued, cert_pem, issue, make_ca, private_pem
 
 pytestmark = [pytest.mark.integration]

@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.audit import cli
-from gateway.redis_server import RedisProcess
+from gateway.cli import audit as cli
+from gateway.state.embedded import RedisProcess
 from tests.audit.kit import STREAM, Stack
 from tests.gateway.conftest import gateway_environ
 

@@ -9,7 +9,6 @@ from typing import Any
 import grpc
 
 from capgate.v1 import gateway_pb2, types_pb2
-from gateway.approvals.records import ApprovalRecord
 from gateway.audit.events import (
     InputHasher,
     approval_event,
@@ -19,11 +18,12 @@ from gateway.audit.events import (
     reason_of,
     replay_event,
 )
-from gateway.call import Call
+from gateway.config.settings import AuditSettings, Settings
 from gateway.errors import TABLE, CapabilityError, Code, not_found
 from gateway.model import Actor
-from gateway.settings import AuditSettings, Settings
-from gateway.snapshot import Snapshot
+from gateway.pipeline.call import Call
+from gateway.pipeline.snapshot import Snapshot
+from gateway.state.approvals.records import ApprovalRecord
 from gateway.upstream.status import map_status
 
 KEY = "audit-key-0123456789-0123456789-abcdef"

@@ -12,8 +12,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from capgate.v1 import types_pb2
-from gateway.redis_server import RedisProcess
-from gateway.settings import Settings
+from gateway.config.settings import Settings
+from gateway.state.embedded import RedisProcess
 from gateway.telemetry import metrics
 from tests.audit.kit import STREAM, stack
 

@@ -21,8 +21,8 @@ import yaml
 
 from capgate.v1 import types_pb2
 from gateway.config.loader import load_settings
-from gateway.redis_server import RedisProcess
-from gateway.serve import start
+from gateway.process.serve import start
+from gateway.state.embedded import RedisProcess
 from tests.gateway.conftest import HERE as GATEWAY_TESTS
 from tests.gateway.conftest import gateway_environ
 from tests.gateway.harness import Env

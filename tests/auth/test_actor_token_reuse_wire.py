@@ -16,9 +16,9 @@ from capgate_client.actor_token import ActorTokenVerifier
 from capgate_client.server import read_agent_context
 
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc, procedure_pb2
-from gateway.auth import jws
 from gateway.config.loader import load_settings
-from gateway.serve import start
+from gateway.process.serve import start
+from gateway.values import jws
 
 pytestmark = [pytest.mark.integration]
 

@@ -14,10 +14,10 @@ from capgate_client.actor_token import ActorTokenInvalid, ActorTokenVerifier
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from gateway.auth import jws
-from gateway.auth.actor_token import ActorTokenSigner
+from gateway.config.settings import ActorTokenSettings
 from gateway.model import Actor
-from gateway.settings import ActorTokenSettings
+from gateway.upstream.actor_token import ActorTokenSigner
+from gateway.values import jws
 
 NOW = 1_800_000_000
 ACTOR = Actor(id="user-9", kind="agent", issuer="https://idp.example.com", roles=("ops", "audit"))
@@ -148,7 +148,7 @@ def test_an_approved_call_gets_a_token_of_its_own() -> None:
 
 
 def test_the_reuse_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gateway.auth import actor_token  # noqa: PLC0415
+    from gateway.upstream import actor_token  # noqa: PLC0415
 
     monkeypatch.setattr(actor_token, "MAX_CACHED", 8)
     clock = FakeClock(NOW)

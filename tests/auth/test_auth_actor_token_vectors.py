@@ -15,7 +15,7 @@ import jwt as pyjwt
 import pytest
 from capgate_client.actor_token import REASONS, ActorTokenInvalid, ActorTokenVerifier
 
-from gateway.auth import jws
+from gateway.values import jws
 
 VECTORS_DIR = Path(__file__).resolve().parents[1] / "vectors" / "actor_token"
 DOC: dict[str, Any] = json.loads((VECTORS_DIR / "vectors.json").read_text())

@@ -8,16 +8,16 @@ from typing import Any
 import pytest
 from authkit import issue, make_ca
 
-from gateway.auth import (
+from gateway.config.settings import JwtAuth, JwtKey, Listener, MtlsAuth, TlsSettings
+from gateway.transport.auth import (
     Authenticator,
     build_authenticator,
     server_credentials,
     strip_capgate_metadata,
 )
-from gateway.auth.jwt import JwtAuthenticator
-from gateway.auth.local import AnonymousAuthenticator, TrustedLocalAuthenticator
-from gateway.auth.mtls import MtlsAuthenticator
-from gateway.settings import JwtAuth, JwtKey, Listener, MtlsAuth, TlsSettings
+from gateway.transport.auth.jwt import JwtAuthenticator
+from gateway.transport.auth.local import AnonymousAuthenticator, TrustedLocalAuthenticator
+from gateway.transport.auth.mtls import MtlsAuthenticator
 
 JWT = JwtAuth(
     keys=(JwtKey("k", "HS256", secret="s" * 32),), issuers=("https://idp",), audience="gw"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
-from gateway.auth import jws
+from gateway.values import jws
 
 # RFC 7638 §3.1: the example RSA key and its thumbprint.
 RFC7638_N = (

@@ -18,10 +18,10 @@ from authkit import FakeClock
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from gateway.auth import jws
-from gateway.auth.base import AuthenticationFailed
-from gateway.auth.jwt import JwtAuthenticator
-from gateway.settings import JwtAuth, JwtKey
+from gateway.config.settings import JwtAuth, JwtKey
+from gateway.transport.auth.base import AuthenticationFailed
+from gateway.transport.auth.jwt import JwtAuthenticator
+from gateway.values import jws
 
 NOW = 1_800_000_000
 ISSUER = "https://idp.example.com"

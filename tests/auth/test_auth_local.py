@@ -8,10 +8,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from gateway.auth.base import AuthenticationFailed, build_authenticator
-from gateway.auth.local import AnonymousAuthenticator, TrustedLocalAuthenticator
+from gateway.config.settings import Listener, TrustedLocalAuth
 from gateway.model import ANONYMOUS
-from gateway.settings import Listener, TrustedLocalAuth
+from gateway.transport.auth.base import AuthenticationFailed, build_authenticator
+from gateway.transport.auth.local import AnonymousAuthenticator, TrustedLocalAuthenticator
 
 
 def _auth(**kw: object) -> TrustedLocalAuthenticator:

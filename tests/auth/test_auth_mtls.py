@@ -11,9 +11,13 @@ import grpc
 import pytest
 from authkit import Issued, cert_pem, issue, make_ca, private_pem
 
-from gateway.auth.base import AuthenticationFailed, build_authenticator, server_credentials
-from gateway.auth.mtls import MtlsAuthenticator
-from gateway.settings import Listener, MtlsAuth, TlsSettings
+from gateway.config.settings import Listener, MtlsAuth, TlsSettings
+from gateway.transport.auth.base import (
+    AuthenticationFailed,
+    build_authenticator,
+    server_credentials,
+)
+from gateway.transport.auth.mtls import MtlsAuthenticator
 
 SPIFFE_ID = "spiffe://example.org/ns/shop/sa/agent"
 METHOD = "/capgate.test.Echo/WhoAmI"

@@ -14,8 +14,8 @@ import grpc
 import pytest
 from authkit import Issued, cert_pem, issue, make_ca, private_pem
 
-from gateway.auth.base import server_credentials
-from gateway.settings import Listener, TlsSettings
+from gateway.config.settings import Listener, TlsSettings
+from gateway.transport.auth.base import server_credentials
 
 METHOD = "/capgate.test.Echo/Ping"
 pytestmark = pytest.mark.integration

@@ -9,9 +9,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from gateway.cache.scope import actor_scope, reads_actor, uncovered_reads
-from gateway.config.everything import load_everything
+from gateway.config.cachescope import actor_scope, reads_actor, uncovered_reads
 from gateway.model import Actor
+from gateway.process.load import load_everything
 from gateway.upstream.channels import ChannelPool
 from tests.cache.conftest import environ_for
 from tests.cache.test_cache_config import _config, _problems

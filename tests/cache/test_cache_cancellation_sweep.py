@@ -10,9 +10,9 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from gateway import pipeline
-from gateway.call import Call
 from gateway.model import Actor
+from gateway.pipeline import runner as pipeline
+from gateway.pipeline.call import Call
 from tests.cache.conftest import PREFIX
 from tests.cancelpoints import REPEAT, check_trail_and_journal, reached, run_cancelled
 from tests.gateway.harness import Env

@@ -1,5 +1,5 @@
 """Load-time refusals of cache and map_input settings (docs/cache.md), at file:line, by the one
-loader `capgate serve` and `capgate config check` share (gateway/config/everything.py)."""
+loader `capgate serve` and `capgate config check` share (gateway/process/load.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config.everything import load_everything
 from gateway.config.problems import ConfigError
+from gateway.process.load import load_everything
 from gateway.upstream.channels import ChannelPool
 from tests.cache.conftest import HERE, environ_for
 

@@ -15,8 +15,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, types_pb2
-from gateway import cli
 from gateway.audit.events import hasher_for
+from gateway.cli import main as cli
 from gateway.config.loader import load_settings
 from gateway.telemetry import metrics
 from tests.cache.conftest import PREFIX

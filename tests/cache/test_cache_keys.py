@@ -9,7 +9,7 @@ import logging
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.cache.store import ResultCache, cache_key
+from gateway.state.cache import ResultCache, cache_key
 
 PARTS = ("orders.get", "digest", "rev-1", "agent", "shared", "", "input-hash")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.redis_server import RedisProcess
+from gateway.state.embedded import RedisProcess
 from gateway.telemetry import metrics
 from tests.cache.conftest import PREFIX
 from tests.cache.test_cache_flow import GET, invoke, output

@@ -10,7 +10,7 @@ import random
 
 from cel_expr_python import cel
 
-from gateway.cache.scope import actor_names, actor_reads, reads_actor
+from gateway.config.cachescope import actor_names, actor_reads, reads_actor
 
 FIELDS = [("id",), ("kind",), ("attributes", "customer"), ("attributes", "tenant"), ("roles",)]
 DECOYS = [

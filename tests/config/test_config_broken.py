@@ -4,7 +4,7 @@
 Each `NN-*.yaml` states what it breaks and, in `# expect:` lines at its end, every problem both
 commands must report. Both run as real subprocesses of the installed console script; serve
 gets a short timeout, and a serve still running at its end started a config it should have
-refused. They share one loader (gateway/config/everything.py), so they cannot diverge; this
+refused. They share one loader (gateway/process/load.py), so they cannot diverge; this
 test is what says so.
 """
 

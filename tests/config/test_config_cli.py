@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gateway.cli import main as capgate
+from gateway.cli.main import main as capgate
 from gateway.config import config_schema, load_settings
 
 

@@ -89,7 +89,7 @@ async def test_the_example_config_denies_a_refund_by_a_non_support_actor(demo_en
 
     from capgate.v1 import gateway_pb2, gateway_pb2_grpc, types_pb2  # noqa: PLC0415
     from examples.orders.server import serve as serve_orders  # noqa: PLC0415
-    from gateway.serve import start  # noqa: PLC0415
+    from gateway.process.serve import start  # noqa: PLC0415
 
     orders, port = await serve_orders("127.0.0.1:0")
     environ = {**demo_env, "CAPGATE_ORDERS_ADDR": f"127.0.0.1:{port}"}

@@ -10,8 +10,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from gateway.auth import jws
 from gateway.config import ConfigError, load_settings
+from gateway.values import jws
 
 UNIX = "unix:///tmp/capgate-test/capgate.sock"
 

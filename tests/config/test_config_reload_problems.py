@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gateway.config.loader import load_settings
-from gateway.serve import start
+from gateway.process.serve import start
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKEN = ROOT / "tests" / "config" / "broken"
@@ -73,9 +73,9 @@ def test_the_located_configs_kept_for_reports_are_bounded(tmp_path: Path) -> Non
 
 
 def test_a_snapshot_problem_of_settings_built_by_hand_has_its_path_but_no_line() -> None:
-    from gateway.config.everything import located  # noqa: PLC0415
-    from gateway.settings import Settings  # noqa: PLC0415
-    from gateway.snapshot import SnapshotError, SnapshotProblem  # noqa: PLC0415
+    from gateway.config.settings import Settings  # noqa: PLC0415
+    from gateway.pipeline.snapshot import SnapshotError, SnapshotProblem  # noqa: PLC0415
+    from gateway.process.load import located  # noqa: PLC0415
 
     settings = Settings(listeners=(), upstreams={}, capabilities=(), revision="by-hand")
     error = SnapshotError([SnapshotProblem(("capabilities", 0, "method"), "no such method")])

@@ -10,8 +10,7 @@ from jsonschema import Draft7Validator
 
 from gateway.config import config_schema, parse_duration
 from gateway.config.docs import DOC, render_reference, splice
-from gateway.model import ApprovalSpec, Capability, Limits, RetrySpec
-from gateway.settings import (
+from gateway.config.settings import (
     ActorTokenSettings,
     ApprovalSettings,
     AuditSettings,
@@ -25,6 +24,7 @@ from gateway.settings import (
     TrustedLocalAuth,
     Upstream,
 )
+from gateway.model import ApprovalSpec, Capability, Limits, RetrySpec
 
 SCHEMA = config_schema()
 DEFS = SCHEMA["definitions"]

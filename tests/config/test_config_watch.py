@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from gateway.config import ConfigError, ConfigWatcher, load_settings
-from gateway.settings import Settings
+from gateway.config.settings import Settings
 
 
 class Recorder:

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from gateway.config import ConfigWatcher, load_settings
-from gateway.settings import Settings
+from gateway.config.settings import Settings
 
 DENY = "policies:\n  - name: a-open\n    rules: [{when: 'true', effect: allow}]\n" + (
     "  - name: z-gate\n    rules: [{when: 'true', effect: deny, message: closed}]\n"

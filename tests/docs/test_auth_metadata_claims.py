@@ -15,9 +15,9 @@ import jwt
 import pytest
 
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc, procedure_pb2
-from gateway.auth import jws
 from gateway.config.loader import load_settings
-from gateway.serve import start
+from gateway.process.serve import start
+from gateway.values import jws
 
 pytestmark = [pytest.mark.integration]
 

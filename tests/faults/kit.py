@@ -36,8 +36,8 @@ from capgate.v1 import admin_pb2, gateway_pb2, types_pb2
 from examples.orders import orders_pb2, orders_pb2_grpc
 from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
-from gateway.redis_server import RedisProcess, free_port
-from gateway.serve import Gateway, start
+from gateway.process.serve import Gateway, start
+from gateway.state.embedded import RedisProcess, free_port
 from tests.gateway.conftest import HERE, gateway_environ
 from tests.gateway.harness import Env, ready_ports
 
@@ -183,7 +183,7 @@ class Stack:
         ready = self.run_dir / "ready.json"
         ready.unlink(missing_ok=True)
         Path(f"{self.run_dir}/capgate.sock").unlink(missing_ok=True)
-        argv = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(self.config)]
+        argv = [sys.executable, "-m", "gateway.cli.main", "serve", "--config", str(self.config)]
         argv += ["--ready-file", str(ready), "--no-watch", "--grace", str(grace_s)]
         with open(self.run_dir / "serve.log", "ab") as out:
             self.serve = subprocess.Popen(

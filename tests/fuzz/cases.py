@@ -2,7 +2,7 @@
 the same cases on every machine, so a failure names the seed and case that reproduce it).
 
 `reference_invalid` is the suite's own strict JSON oracle, written independently of the
-gateway's parser (gateway/jsonvalue.py): text it refuses must be refused by the gateway too.
+gateway's parser (gateway/values/jsonvalue.py): text it refuses must be refused by the gateway too.
 """
 
 from __future__ import annotations
@@ -214,7 +214,8 @@ def _has_lone_surrogate(value: Any) -> bool:
 def reference_invalid(body: bytes) -> bool:
     """True when `body` is not strict JSON text (RFC 8259 + I-JSON: UTF-8, no duplicate keys,
     finite numbers, integers in 64 bits, no lone surrogates). Empty means {} (InvokeRequest);
-    the gateway reads a body of ASCII whitespace alone as empty too (gateway/jsonvalue.py)."""
+    the gateway reads a body of ASCII whitespace alone as empty too
+    (gateway/values/jsonvalue.py)."""
     if not body.strip():
         return False
     try:

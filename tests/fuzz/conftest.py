@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.redis_server import RedisProcess
+from gateway.state.embedded import RedisProcess
 from tests.gateway.conftest import env, orders_upstream
 
 __all__ = ["clean_redis", "env", "orders_upstream"]

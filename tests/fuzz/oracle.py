@@ -29,9 +29,9 @@ COMPLETED = types_pb2.EXECUTION_STATE_COMPLETED
 UNKNOWN = types_pb2.EXECUTION_STATE_UNKNOWN
 
 # The gRPC statuses a caller listener answers without an envelope: authentication (stage 1,
-# gateway/servicer.py), a message over the listener's size limit (grpcio, gateway/server.py),
-# and a request message grpcio cannot decode (it never reaches the gateway's code; UNKNOWN,
-# docs/observability.md).
+# gateway/transport/servicer.py), a message over the listener's size limit (grpcio,
+# gateway/transport/server.py), and a request message grpcio cannot decode (it never reaches the
+# gateway's code; UNKNOWN, docs/observability.md).
 TRANSPORT: dict[str, frozenset[grpc.StatusCode]] = {
     "auth": frozenset({grpc.StatusCode.UNAUTHENTICATED}),
     "size": frozenset({grpc.StatusCode.RESOURCE_EXHAUSTED}),

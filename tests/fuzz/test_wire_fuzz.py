@@ -26,7 +26,7 @@ import redis.asyncio as aioredis
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from capgate.v1 import gateway_pb2, types_pb2
-from gateway.redis_server import RedisProcess
+from gateway.state.embedded import RedisProcess
 from tests.fuzz import cases as fc
 from tests.fuzz.oracle import (
     INPUT_CODES,

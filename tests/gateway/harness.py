@@ -18,7 +18,7 @@ import orjson
 from capgate.v1 import admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
 from examples.orders import orders_pb2, orders_pb2_grpc
 from gateway.audit.sinks import MemorySink
-from gateway.serve import Gateway
+from gateway.process.serve import Gateway
 
 JWT_SECRET = "test-secret-0123456789-0123456789-abcdef"
 

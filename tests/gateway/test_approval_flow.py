@@ -12,7 +12,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from capgate.v1 import admin_pb2, gateway_pb2, types_pb2
-from gateway.redis_server import RedisProcess
+from gateway.state.embedded import RedisProcess
 from tests.gateway.harness import Env
 
 pytestmark = pytest.mark.integration

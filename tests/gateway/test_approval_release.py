@@ -27,8 +27,8 @@ from examples.orders.server import State
 from examples.orders.server import serve as serve_orders
 from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
-from gateway.redis_server import RedisProcess
-from gateway.serve import start
+from gateway.process.serve import start
+from gateway.state.embedded import RedisProcess
 from tests.gateway.conftest import HERE, gateway_environ
 from tests.gateway.harness import Env, terminal_events
 from tests.gateway.test_approval_flow import REFUND, code, decide, request_approval

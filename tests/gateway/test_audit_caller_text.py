@@ -24,8 +24,8 @@ from capgate.v1 import gateway_pb2
 from gateway.audit.events import MAX_TEXT, caller_text
 from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
-from gateway.redis_server import RedisProcess
-from gateway.serve import start
+from gateway.process.serve import start
+from gateway.state.embedded import RedisProcess
 from tests.gateway.conftest import HERE, gateway_environ
 from tests.gateway.harness import Env
 

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from jwt.algorithms import OKPAlgorithm
 
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc
-from gateway.redis_server import RedisProcess
+from gateway.state.embedded import RedisProcess
 from tests.gateway.conftest import HERE, gateway_environ
 from tests.gateway.harness import ready_ports, token
 
@@ -80,7 +80,7 @@ async def test_rotating_the_jwks_file_takes_effect_without_a_restart(
     ready = tmp_path / "ready.json"
     env = gateway_environ(orders_upstream, redis_server.url, tempfile.mkdtemp(prefix="cg-"))
     proc = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "gateway.cli", "serve", "--config", str(config)),
+        *(sys.executable, "-m", "gateway.cli.main", "serve", "--config", str(config)),
         *("--ready-file", str(ready), "--watch-interval", "0.1", "--grace", "1"),
         cwd=ROOT,
         env=env,

@@ -21,17 +21,17 @@ import pytest
 import redis.asyncio as aioredis
 
 from capgate.v1 import types_pb2
-from gateway.approvals import cli as approvals_cli
-from gateway.audit import cli as audit_cli
 from gateway.audit.sinks import RedisStreamSink
-from gateway.cli import _GROUPS
-from gateway.config import cli as config_cli
+from gateway.cli import approvals as approvals_cli
+from gateway.cli import audit as audit_cli
+from gateway.cli import config as config_cli
+from gateway.cli import inbox as inbox_cli
+from gateway.cli.main import _GROUPS
 from gateway.config.loader import load_settings
-from gateway.inbox import cli as inbox_cli
-from gateway.redis_server import RedisProcess
-from gateway.serve import Gateway, start
-from gateway.serve import _parser as serve_parser
-from gateway.settings import TlsSettings
+from gateway.config.settings import TlsSettings
+from gateway.process.serve import Gateway, start
+from gateway.process.serve import _parser as serve_parser
+from gateway.state.embedded import RedisProcess
 from policy import cli as policy_cli
 from tests.clients.clientkit import make_tls
 from tests.gateway.conftest import HERE, gateway_environ
@@ -47,7 +47,7 @@ def capgate(*argv: str, stdout: int | None = subprocess.PIPE) -> subprocess.Comp
     """`capgate ARGV` in a child process, as the console script runs it; no $CAPGATE_TOKEN."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("CAPGATE_")}
     return subprocess.run(
-        [sys.executable, "-m", "gateway.cli", *argv],
+        [sys.executable, "-m", "gateway.cli.main", *argv],
         cwd=ROOT,
         env=environ,
         stdout=stdout,
@@ -311,7 +311,7 @@ async def test_audit_query_piped_into_head_prints_one_line_and_no_traceback(
         assert before.stdout == after.stdout
         assert before.stdout.count("\n") == 2
         command = (
-            f"{sys.executable} -m gateway.cli audit query --redis-url {redis_server.url} "
+            f"{sys.executable} -m gateway.cli.main audit query --redis-url {redis_server.url} "
             f"--stream {stream} | head -1"
         )
         done = await asyncio.to_thread(

@@ -17,7 +17,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from capgate.v1 import gateway_pb2, types_pb2
-from gateway.redis_server import RedisProcess
+from gateway.state.embedded import RedisProcess
 from tests.fuzz.cases import HOSTILE_BODIES, random_body_case
 from tests.gateway.harness import Env
 from tests.gateway.test_approval_flow import decide, request_approval

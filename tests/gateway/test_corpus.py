@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from capgate.v1 import gateway_pb2, types_pb2
-from gateway import pipeline
-from gateway.call import Call
 from gateway.model import Actor
+from gateway.pipeline import runner as pipeline
+from gateway.pipeline.call import Call
 from tests.gateway.harness import ACTORS, Env, subset, terminal_events
 
 pytestmark = pytest.mark.integration

@@ -33,9 +33,9 @@ import yaml
 
 from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
-from gateway.mcp.names import default_tool_name
-from gateway.redis_server import RedisProcess
-from gateway.serve import start
+from gateway.config.mcpnames import default_tool_name
+from gateway.process.serve import start
+from gateway.state.embedded import RedisProcess
 from tests.gateway.conftest import HERE, gateway_environ
 from tests.gateway.harness import Env, subset, terminal_events
 from tests.gateway.test_corpus import CASES, _raw

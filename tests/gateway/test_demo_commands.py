@@ -1,113 +1,76 @@
-"""The command lines the held demo prints (`DEMO_HOLD=1 make demo`) run as printed: against the
-demo config's gateway (its listeners on free ports, its embedded Redis), pasted into a shell."""
+"""The held demo (`DEMO_HOLD=1 make demo`) as a newcomer follows it: the refund it leaves waiting
+is approved with the printed `capgate approvals` commands and resumed with the printed command,
+and completes; the printed audit commands show it. Everything runs as printed, pasted into a
+shell, against the demo itself (its gateway, embedded Redis, example upstream and inbox)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import dataclasses
-import io
 import json
-import subprocess
-import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from examples import demo
-from gateway.config.loader import load_settings
-from gateway.serve import Gateway, start
+from tests.docs.held_demo import HeldDemo, held_demo, shell
 
 pytestmark = pytest.mark.integration
 
-SECRET = "demo-commands-" + "s" * 32
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeldDemo]:
+    with held_demo(Path(tmp_path_factory.mktemp("held-demo")) / "stderr") as running:
+        yield running
 
 
-@pytest.fixture
-async def demo_gateway(orders_upstream: str) -> AsyncIterator[demo.Demo]:
-    """examples/config/gateway.yaml as the demo runs it, on free ports, with the embedded Redis."""
-    run_dir = tempfile.mkdtemp(prefix="cg-demo-")
-    environ = {
-        "CAPGATE_DEMO_JWT_SECRET": SECRET,
-        "CAPGATE_AUDIT_HMAC_KEY": "demo-commands-" + "h" * 32,
-        "CAPGATE_RUN_DIR": run_dir,
-        "CAPGATE_ORDERS_ADDR": orders_upstream,
-    }
-    settings = load_settings(demo.CONFIG, environ=environ)
-    listeners = tuple(
-        dataclasses.replace(item, address="127.0.0.1:0") if item.name != "local" else item
-        for item in settings.listeners
-        if item.name in {"agents", "admin", "local"}
-    )
-    gw: Gateway = await start(dataclasses.replace(settings, listeners=listeners))
-    assert gw.redis_process is not None  # the demo config names no Redis: the embedded one
-    running = demo.Demo(SECRET, gw.ports(), f"{run_dir}/capgate.sock", gw.redis_process.url)
-    yield running
-    await running.agents.close()
-    await running.admin.close()
-    await gw.stop(0.5)
-
-
-def _shell(script: str) -> subprocess.CompletedProcess[str]:
-    # The demo prints paths relative to where it runs: run them from the same place.
-    return subprocess.run(
-        ["bash", "-c", script],
-        cwd=Path.cwd(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
-async def test_the_printed_approval_and_audit_commands_work_as_pasted(
-    demo_gateway: demo.Demo,
-) -> None:
-    waiting = await demo_gateway.invoke(
-        demo.ALICE, "orders.refund", {"order_id": "o-1002", "amount": 1200, "reason": "lost"}
-    )
-    approval = waiting.approval_required.approval
-    assert approval.id
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        demo.print_cli(demo_gateway, approval.id, approval.input_hash)
-    lines = [line.strip() for line in printed.getvalue().splitlines()]
-    export = next(line for line in lines if line.startswith("export CAPGATE_ADMIN="))
-    capgate = demo.capgate_command()
-    commands = {
-        " ".join(line.removeprefix(capgate).split()[:2]): line
-        for line in lines
-        if line.startswith(capgate + " ")
-    }
-    assert set(commands) == {
-        "approvals list",
-        "approvals show",
-        "approvals approve",
-        "approvals watch",
-        "audit query",
-        "audit tail",
-    }
-
-    listed = await asyncio.to_thread(_shell, f"{export}\n{commands['approvals list']}")
+def test_the_held_refund_completes_when_approved_and_resumed_as_printed(demo: HeldDemo) -> None:
+    approval_id = demo.value("waiting for a decision there: ").rsplit("/", 1)[1]
+    export_admin = demo.line("export CAPGATE_ADMIN=")
+    listed = shell(f"{export_admin}\n{demo.line(' approvals list ')}")
     assert listed.returncode == 0, listed.stderr
-    assert approval.id in listed.stdout
-    shown = await asyncio.to_thread(_shell, f"{export}\n{commands['approvals show']}")
+    assert approval_id in listed.stdout
+    shown = shell(f"{export_admin}\n{demo.line(' approvals show ')}")
     assert shown.returncode == 0, shown.stderr
-    assert approval.input_hash in shown.stdout
-    decided = await asyncio.to_thread(_shell, f"{export}\n{commands['approvals approve']}")
-    assert decided.returncode == 0, decided.stderr
-    assert decided.stdout == f"{approval.id}: approved\n"
+    assert "orders.refund" in shown.stdout
 
-    await asyncio.sleep(0.5)  # the audit log writes in the background
-    queried = await asyncio.to_thread(_shell, commands["audit query"])
+    approved = shell(f"{export_admin}\n{demo.line(' approvals approve ')}")
+    assert approved.returncode == 0, approved.stderr
+    assert approved.stdout == f"{approval_id}: approved\n"
+
+    # The requester's side: the export and the command after "alice resumes it".
+    resume = demo.stdout.index(next(line for line in demo.stdout if "alice resumes it" in line))
+    pasted = "\n".join(line.strip() for line in demo.stdout[resume + 1 :])
+    resumed = shell(pasted)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.startswith("Completed("), resumed.stdout
+    assert "'status': 'REFUND_STATUS_SUCCEEDED'" in resumed.stdout
+    again = shell(pasted)  # a repeated Resume answers the stored envelope: the refund ran once
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == resumed.stdout
+
+    queried = shell(demo.line(" audit query "))
     assert queried.returncode == 0, queried.stderr
     events = [json.loads(line) for line in queried.stdout.splitlines()]
-    assert "capability.approval_requested" in {e["event"] for e in events}
-    assert "capability.approved" in {e["event"] for e in events}
-    # The following commands run until stopped: they start and wait without an error.
-    for name in ("approvals watch", "audit tail"):
-        script = f"{export}\ntimeout 3 {commands[name]}"
-        followed = await asyncio.to_thread(_shell, script)
-        assert followed.returncode == 124, (name, followed.stderr)
-        assert followed.stderr == "", name
+    mine = [e["event"] for e in events if e.get("approval_id") == approval_id]
+    assert {"capability.approval_requested", "capability.approved"} <= set(mine), mine
+    assert mine.count("capability.started") == 1, mine  # the upstream ran the refund once
+
+
+def test_the_printed_commands_that_follow_run_until_stopped(demo: HeldDemo) -> None:
+    export_admin = demo.line("export CAPGATE_ADMIN=")
+    for printed in (
+        f"{export_admin}\ntimeout 3 {demo.line(' approvals watch ')}",
+        f"timeout 3 {demo.line(' audit tail ')}",
+    ):
+        followed = shell(printed)
+        assert followed.returncode == 124, (printed, followed.stderr)  # timeout stopped it
+        assert followed.stderr == "", printed
+
+
+def test_the_demo_output_is_its_own(demo: HeldDemo) -> None:
+    """The in-process servers' logs go to the run directory's servers.log, which the demo names;
+    nothing else writes to the terminal (the MCP SDK's log lines used to)."""
+    assert demo.stderr() == ""
+    logs = Path(demo.value("(the gateway and its audit trail), ").split()[0])
+    assert logs.name == "servers.log"
+    assert "StreamableHTTP session manager started" in logs.read_text()
+    assert not [line for line in demo.stdout if " INFO " in line or "WARNING" in line]

@@ -20,9 +20,9 @@ import yaml
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc, types_pb2
 from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
-from gateway.drain import answer_at
-from gateway.redis_server import RedisProcess
-from gateway.serve import Gateway, start
+from gateway.pipeline.drain import answer_at
+from gateway.process.serve import Gateway, start
+from gateway.state.embedded import RedisProcess
 from tests.gateway.conftest import HERE, gateway_environ
 from tests.gateway.harness import ready_ports, token
 
@@ -55,7 +55,7 @@ async def test_a_call_in_flight_at_the_end_of_the_grace_gets_a_cancelled_unknown
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "gateway.cli",
+        "gateway.cli.main",
         "serve",
         *("--config", str(config), "--ready-file", str(ready), "--no-watch", "--grace", "1"),
         cwd=ROOT,

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc, types_pb2
-from gateway.redis_server import RedisProcess
+from gateway.state.embedded import RedisProcess
 from tests.gateway.conftest import HERE, gateway_environ
 from tests.gateway.harness import ready_ports, token
 
@@ -41,7 +41,7 @@ async def test_sigterm_answers_wait_approval_and_ends_watch_streams_ok(
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "gateway.cli",
+        "gateway.cli.main",
         "serve",
         # The long-poll and the stream wait longer than the grace: at its end grpc.aio would
         # abort them (UNAVAILABLE) unless the drain ended them first.

@@ -21,8 +21,8 @@ import grpc
 import pytest
 
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc, types_pb2
-from gateway.idempotency import LEASE_MARGIN_S, OUTCOME_UNKNOWN_MESSAGE, RedisIdempotencyStore
-from gateway.redis_server import RedisProcess
+from gateway.state.embedded import RedisProcess
+from gateway.state.idempotency import LEASE_MARGIN_S, OUTCOME_UNKNOWN_MESSAGE, RedisIdempotencyStore
 from tests.gateway.conftest import HERE, gateway_environ
 from tests.gateway.harness import Env, ready_ports, token
 
@@ -63,7 +63,7 @@ async def _crash_mid_call(
     environ = gateway_environ(env.orders_address, redis_server.url, tempfile.mkdtemp(prefix="cg-"))
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
-        *("-m", "gateway.cli", "serve", "--config", str(HERE / "gateway.yaml")),
+        *("-m", "gateway.cli.main", "serve", "--config", str(HERE / "gateway.yaml")),
         *("--ready-file", str(ready), "--no-watch"),
         cwd=ROOT,
         env=environ,

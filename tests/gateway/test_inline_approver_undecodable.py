@@ -16,8 +16,8 @@ import pytest
 
 from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
-from gateway.redis_server import RedisProcess
-from gateway.serve import start
+from gateway.process.serve import start
+from gateway.state.embedded import RedisProcess
 from tests.gateway.conftest import gateway_environ
 from tests.gateway.harness import Env, terminal_events
 from tests.gateway.test_inline_approval_and_output_expr import _config, code

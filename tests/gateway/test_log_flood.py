@@ -21,8 +21,8 @@ import pytest
 from google.protobuf.message import DecodeError
 
 from capgate.v1 import admin_pb2, gateway_pb2, gateway_pb2_grpc
-from gateway import grpclog
-from gateway.redis_server import RedisProcess
+from gateway.state.embedded import RedisProcess
+from gateway.transport import grpclog
 from tests.gateway.conftest import HERE, gateway_environ
 from tests.gateway.harness import Env, ready_ports, token
 
@@ -53,7 +53,7 @@ async def test_a_flood_of_undecodable_messages_logs_a_bounded_number_of_short_li
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "gateway.cli",
+        "gateway.cli.main",
         "serve",
         *("--config", str(HERE / "gateway.yaml"), "--ready-file", str(ready), "--no-watch"),
         cwd=ROOT,

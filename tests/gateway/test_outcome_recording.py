@@ -22,8 +22,8 @@ import redis.asyncio as aioredis
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc, procedure_pb2, procedure_pb2_grpc, types_pb2
 from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
-from gateway.redis_server import RedisProcess
-from gateway.serve import Gateway, start
+from gateway.process.serve import Gateway, start
+from gateway.state.embedded import RedisProcess
 from gateway.telemetry import metrics
 from tests.gateway.conftest import gateway_environ
 from tests.gateway.harness import terminal_events, token

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc, types_pb2
-from gateway.redis_server import RedisProcess
+from gateway.state.embedded import RedisProcess
 from tests.gateway.conftest import HERE, gateway_environ
 from tests.gateway.harness import ready_ports, token
 
@@ -61,7 +61,7 @@ async def test_a_policy_file_written_in_chunks_is_applied_only_once_settled(
     ready = tmp_path / "ready.json"
     env = gateway_environ(orders_upstream, redis_server.url, tempfile.mkdtemp(prefix="cg-"))
     proc = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "gateway.cli", "serve", "--config", str(config)),
+        *(sys.executable, "-m", "gateway.cli.main", "serve", "--config", str(config)),
         *("--ready-file", str(ready), "--watch-interval", "0.05", "--grace", "1"),
         *("--watch-settle", str(SETTLE_S)),
         cwd=ROOT,

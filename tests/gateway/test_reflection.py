@@ -19,7 +19,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 )
 
 from capgate.v1 import admin_pb2, gateway_pb2, procedure_pb2
-from gateway.reflection import ListenerReflection
+from gateway.transport.reflection import ListenerReflection
 from tests.gateway.harness import Env
 
 pytestmark = [pytest.mark.integration]

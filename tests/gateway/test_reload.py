@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from examples.orders.server import serve as serve_orders
-from gateway import serve as serve_module
 from gateway.config.loader import load_settings
-from gateway.redis_server import RedisProcess, free_port
-from gateway.serve import start
+from gateway.process import serve as serve_module
+from gateway.process.serve import start
+from gateway.state.embedded import RedisProcess, free_port
 from tests.gateway.conftest import HERE, gateway_environ
 
 pytestmark = pytest.mark.integration

@@ -28,7 +28,7 @@ from examples.mcp_upstream.server import Running
 from examples.mcp_upstream.server import serve as serve_desk
 from examples.orders.server import serve as serve_orders
 from gateway.config.loader import load_settings
-from gateway.serve import Gateway, start
+from gateway.process.serve import Gateway, start
 from tests.upstream_http.httpserver import HttpServer
 
 pytestmark = pytest.mark.integration

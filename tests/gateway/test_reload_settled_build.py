@@ -19,9 +19,9 @@ import yaml
 from capgate.v1 import types_pb2
 from gateway.audit.sinks import MemorySink
 from gateway.config import ConfigWatcher, load_settings
-from gateway.redis_server import RedisProcess
-from gateway.serve import start
-from gateway.settings import Settings
+from gateway.config.settings import Settings
+from gateway.process.serve import start
+from gateway.state.embedded import RedisProcess
 from tests.gateway.conftest import HERE, gateway_environ
 from tests.gateway.harness import Env
 from tests.gateway.test_policy_reload_settle import gate

@@ -14,10 +14,10 @@ from collections.abc import Iterator
 import pytest
 
 from capgate.v1 import types_pb2
-from gateway.call import Runtime
 from gateway.config.loader import load_settings
-from gateway.redis_server import RedisProcess
-from gateway.serve import start
+from gateway.pipeline.call import Runtime
+from gateway.process.serve import start
+from gateway.state.embedded import RedisProcess
 from tests.gateway.conftest import HERE, gateway_environ
 from tests.gateway.harness import Env
 

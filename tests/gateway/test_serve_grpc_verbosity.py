@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gateway.redis_server import RedisProcess
+from gateway.state.embedded import RedisProcess
 from tests.clients.clientkit import make_tls
 from tests.gateway.conftest import HERE, gateway_environ
 from tests.gateway.harness import ready_ports
@@ -52,7 +52,7 @@ async def _serve_and_probe(
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "gateway.cli",
+        "gateway.cli.main",
         "serve",
         *("--config", str(config), "--ready-file", str(ready), "--no-watch", "--grace", "0.2"),
         cwd=ROOT,

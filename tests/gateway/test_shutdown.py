@@ -18,8 +18,8 @@ import yaml
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc
 from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
-from gateway.redis_server import RedisProcess
-from gateway.serve import start
+from gateway.process.serve import start
+from gateway.state.embedded import RedisProcess
 from tests.gateway.conftest import HERE, gateway_environ
 from tests.gateway.harness import ready_ports, token
 
@@ -35,7 +35,7 @@ async def test_sigterm_drains_calls_in_flight_then_exits_cleanly(
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "gateway.cli",
+        "gateway.cli.main",
         "serve",
         "--config",
         str(HERE / "gateway.yaml"),
@@ -92,7 +92,7 @@ async def test_policies_that_do_not_compile_never_start_the_server(
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "gateway.cli",
+        "gateway.cli.main",
         "serve",
         "--config",
         str(config),

@@ -17,11 +17,11 @@ import pytest
 import yaml
 
 from gateway.audit.sinks import MemorySink
-from gateway.config.everything import SETTLE_ATTEMPTS, load_everything
 from gateway.config.problems import ConfigError
-from gateway.redis_server import RedisProcess
-from gateway.serve import start
-from gateway.settings import Settings
+from gateway.config.settings import Settings
+from gateway.process.load import SETTLE_ATTEMPTS, load_everything
+from gateway.process.serve import start
+from gateway.state.embedded import RedisProcess
 from gateway.upstream.channels import ChannelPool
 from tests.gateway.conftest import HERE, gateway_environ
 from tests.gateway.harness import Env

@@ -1,4 +1,4 @@
-"""`capgate serve --workers N` (gateway/workers.py, ADR 0012): N processes share the TCP
+"""`capgate serve --workers N` (gateway/process/workers.py, ADR 0012): N processes share the TCP
 listener ports through SO_REUSEPORT; what cannot be shared is refused or kept on worker 0."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gateway.config.loader import load_settings
-from gateway.redis_server import RedisProcess, free_port
-from gateway.workers import parse_ports, refusals, worker_settings
+from gateway.process.workers import parse_ports, refusals, worker_settings
+from gateway.state.embedded import RedisProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,7 +72,7 @@ def test_cli_refuses_before_starting_anything(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "gateway.cli",
+            "gateway.cli.main",
             "serve",
             "--config",
             str(_config(tmp_path, redis_url=None)),
@@ -171,7 +171,7 @@ def test_two_workers_listen_on_one_port_and_stop_together(
         [
             sys.executable,
             "-m",
-            "gateway.cli",
+            "gateway.cli.main",
             "serve",
             "--config",
             str(config),
@@ -242,7 +242,7 @@ def test_workers_drain_and_exit_when_the_supervisor_is_killed(
         [
             sys.executable,
             "-m",
-            "gateway.cli",
+            "gateway.cli.main",
             "serve",
             "--config",
             str(config),
@@ -305,7 +305,7 @@ def test_workers_exit_promptly_when_the_supervisor_is_killed(
         [
             sys.executable,
             "-m",
-            "gateway.cli",
+            "gateway.cli.main",
             "serve",
             "--config",
             str(config),

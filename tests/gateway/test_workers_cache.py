@@ -1,4 +1,4 @@
-"""`capgate serve --workers 2` without `cache.key` (gateway/workers.py, docs/cache.md): the
+"""`capgate serve --workers 2` without `cache.key` (gateway/process/workers.py, docs/cache.md): the
 supervisor draws one cache key for its workers, so an entry stored by one worker is a hit on the
 other, through the real workers, a real upstream and a real Redis."""
 
@@ -20,7 +20,7 @@ import pytest
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc, types_pb2
 from examples.orders.server import State
 from examples.orders.server import serve as serve_orders
-from gateway.redis_server import RedisProcess, free_port
+from gateway.state.embedded import RedisProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CALLS = 24
@@ -67,7 +67,7 @@ telemetry:
 def _supervisor(config: Path, ready: Path) -> subprocess.Popen[bytes]:
     argv = ["serve", "--config", str(config), "--workers", "2", "--ready-file", str(ready)]
     return subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", *argv, "--no-watch", "--log-level", "WARNING"],
+        [sys.executable, "-m", "gateway.cli.main", *argv, "--no-watch", "--log-level", "WARNING"],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -20,9 +20,9 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.x509.oid import NameOID
 
 from gateway.config.loader import load_settings
+from gateway.config.settings import Settings
 from gateway.inbox.config import load_inbox_settings
 from gateway.inbox.settings import InboxSettings
-from gateway.settings import Settings
 from policy import PolicySet, load_policy_set
 from tests.helm.chart import Manifest, Rendered, gateway_container, pod_spec, projected_files
 from tests.helm.kubelet import ConfigMapVolume

@@ -32,7 +32,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc
 from examples.orders.server import serve as serve_orders
-from gateway.redis_server import RedisProcess, free_port
+from gateway.state.embedded import RedisProcess, free_port
 from tests.helm.chart import CHART, Rendered, gateway_container, pod_spec, projected_files, render
 from tests.helm.dockerfile import entrypoint, parse
 from tests.helm.kubelet import ConfigMapVolume

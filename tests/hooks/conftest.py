@@ -20,8 +20,8 @@ from examples.hooks import reference
 from examples.orders.server import serve as serve_orders
 from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
-from gateway.redis_server import RedisProcess
-from gateway.serve import start
+from gateway.process.serve import start
+from gateway.state.embedded import RedisProcess
 from tests.config.conftest import base, config_dir, env, write
 from tests.gateway.conftest import gateway_environ
 from tests.gateway.harness import Env

@@ -9,9 +9,9 @@ import itertools
 import orjson
 import pytest
 
-from gateway import pipeline
-from gateway.call import Call
 from gateway.model import Actor
+from gateway.pipeline import runner as pipeline
+from gateway.pipeline.call import Call
 from tests.cancelpoints import REPEAT, check_trail_and_journal, run_cancelled
 from tests.gateway.harness import Env
 

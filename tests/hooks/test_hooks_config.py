@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gateway.cli import main as capgate
+from gateway.cli.main import main as capgate
 
 HOOK = {
     "name": "standing",

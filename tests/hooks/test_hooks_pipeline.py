@@ -13,8 +13,8 @@ import pytest
 from capgate_client.hook import PostInvokeResult, PreInvoke, PreInvokeResult
 
 from capgate.v1 import admin_pb2, gateway_pb2, types_pb2
-from gateway.canonical import input_hash
 from gateway.telemetry import metrics
+from gateway.values.canonical import input_hash
 from tests.gateway.harness import Env, terminal_events
 from tests.hooks.script import Script
 

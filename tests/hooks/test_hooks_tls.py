@@ -17,8 +17,8 @@ from capgate.v1 import types_pb2
 from examples.hooks import reference
 from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
-from gateway.redis_server import RedisProcess
-from gateway.serve import start
+from gateway.process.serve import start
+from gateway.state.embedded import RedisProcess
 from tests.gateway.conftest import gateway_environ
 from tests.gateway.harness import Env
 from tests.hooks.conftest import ROOT

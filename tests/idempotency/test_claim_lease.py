@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from gateway.config.settings import RedisSettings
 from gateway.errors import CapabilityError, Code
-from gateway.idempotency import IdempotencyScope, RedisIdempotencyStore, outcome_unknown_error
-from gateway.redis_server import RedisProcess
-from gateway.redisconn import connect
-from gateway.settings import RedisSettings
+from gateway.state.connections import connect
+from gateway.state.embedded import RedisProcess
+from gateway.state.idempotency import IdempotencyScope, RedisIdempotencyStore, outcome_unknown_error
 
 pytestmark = pytest.mark.integration
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
+from gateway.config.settings import RedisSettings
 from gateway.errors import CapabilityError, Code
-from gateway.idempotency import IdempotencyScope, RedisIdempotencyStore
-from gateway.redis_server import RedisProcess
-from gateway.redisconn import connect
-from gateway.settings import RedisSettings
+from gateway.state.connections import connect
+from gateway.state.embedded import RedisProcess
+from gateway.state.idempotency import IdempotencyScope, RedisIdempotencyStore
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,8 @@ import pytest
 
 from examples.orders.server import serve as serve_orders
 from gateway.inbox.server import start_inbox
-from gateway.redis_server import RedisProcess
-from gateway.serve import start
+from gateway.process.serve import start
+from gateway.state.embedded import RedisProcess
 from tests.inbox.inboxkit import Stack, gateway_settings, inbox_settings
 
 

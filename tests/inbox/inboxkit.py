@@ -17,11 +17,11 @@ import jwt
 import orjson
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc, types_pb2
+from gateway.config.settings import JwtAuth, JwtKey, RedisSettings, Settings
 from gateway.inbox.server import RunningInbox
 from gateway.inbox.settings import AdminConnection, InboxSettings, ProxyAuth, ServiceToken
 from gateway.model import ApprovalSpec
-from gateway.serve import Gateway
-from gateway.settings import JwtAuth, JwtKey, RedisSettings, Settings
+from gateway.process.serve import Gateway
 from tests.gateway.harness import JWT_SECRET, token
 from tests.notify.notifykit import settings_for
 

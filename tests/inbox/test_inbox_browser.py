@@ -18,7 +18,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, types_pb2
 from gateway.inbox.server import start_inbox
-from gateway.serve import start
+from gateway.process.serve import start
 from tests.gateway.harness import token
 from tests.inbox.browserkit import Browser, ForeignPage, chromium
 from tests.inbox.inboxkit import Stack, gateway_settings, human_token, inbox_settings

@@ -133,7 +133,14 @@ def test_the_inbox_needs_its_own_identity_and_a_way_for_approvers_to_sign_in(
 
 def test_capgate_inbox_refuses_an_invalid_config(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "inbox", "--config", str(write(tmp_path, CONFIG))],
+        [
+            sys.executable,
+            "-m",
+            "gateway.cli.main",
+            "inbox",
+            "--config",
+            str(write(tmp_path, CONFIG)),
+        ],
         env={**os.environ, **ENV, "INBOX_SESSION_SECRET": "leaky-but-short"},
         cwd=ROOT,
         capture_output=True,
@@ -193,7 +200,7 @@ def test_capgate_inbox_refuses_a_plaintext_admin_flag_off_this_machine(tmp_path:
         "capgate-admin.prod.svc:7444",
     ]
     done = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", *argv],
+        [sys.executable, "-m", "gateway.cli.main", *argv],
         env={**os.environ, **ENV},
         cwd=ROOT,
         capture_output=True,
@@ -213,7 +220,7 @@ async def test_capgate_inbox_serves_until_terminated(tmp_path: Path, stack: Stac
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "gateway.cli",
+        "gateway.cli.main",
         "inbox",
         "--config",
         str(config),

@@ -11,10 +11,10 @@ import orjson
 import pytest
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, types_pb2
-from gateway.approvals.convert import MAX_DESCRIPTION, to_proto
-from gateway.approvals.records import actor_from, actor_json
-from gateway.auth.jwt import MAX_ON_BEHALF_OF
 from gateway.model import Actor
+from gateway.state.approvals.convert import MAX_DESCRIPTION, to_proto
+from gateway.state.approvals.records import actor_from, actor_json
+from gateway.transport.auth.jwt import MAX_ON_BEHALF_OF
 from tests.approvals.approvalkit import new_record
 from tests.gateway.harness import token
 from tests.inbox.inboxkit import Stack

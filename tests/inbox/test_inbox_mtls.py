@@ -11,12 +11,12 @@ import pytest
 
 from capgate.v1 import types_pb2
 from examples.orders.server import serve as serve_orders
+from gateway.config.settings import MtlsAuth, RedisSettings, TlsSettings
 from gateway.inbox.admin import AdminClient
 from gateway.inbox.settings import AdminConnection
 from gateway.model import Actor
-from gateway.redis_server import RedisProcess
-from gateway.serve import Gateway, start
-from gateway.settings import MtlsAuth, RedisSettings, TlsSettings
+from gateway.process.serve import Gateway, start
+from gateway.state.embedded import RedisProcess
 from tests.auth.authkit import cert_pem, issue, make_ca
 from tests.inbox.inboxkit import Stack, gateway_settings
 

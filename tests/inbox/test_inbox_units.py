@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from capgate.v1 import types_pb2
-from gateway.auth.jwt import JwtAuthenticator
+from gateway.config.settings import JwtAuth, JwtKey
 from gateway.inbox import views
 from gateway.inbox.admin import TokenMinter
 from gateway.inbox.book import ApprovalBook
@@ -16,7 +16,7 @@ from gateway.inbox.session import CsrfKeys, identity_binding, login_binding
 from gateway.inbox.settings import ServiceToken
 from gateway.inbox.web import safe_next
 from gateway.model import Actor
-from gateway.settings import JwtAuth, JwtKey
+from gateway.transport.auth.jwt import JwtAuthenticator
 from tests.inbox.browserkit import chromium
 
 SECRET = b"s" * 32

@@ -26,9 +26,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from capgate.v1 import gateway_pb2, types_pb2
-from gateway import pipeline
-from gateway.call import Call
 from gateway.model import Actor
+from gateway.pipeline import runner as pipeline
+from gateway.pipeline.call import Call
 from tests.cancelpoints import REPEAT, run_cancelled, suspension
 from tests.gateway.harness import Env, terminal_events
 from tests.gateway.test_approval_flow import decide

@@ -17,13 +17,13 @@ import redis.asyncio as aioredis
 
 from capgate.v1 import types_pb2
 from gateway.audit.sinks import MemorySink
-from gateway.call import Call, Runtime
+from gateway.config.limitspec import BudgetSpec, ExprSite, LimitSpec
 from gateway.config.loader import load_settings
-from gateway.limits.model import BudgetSpec, ExprSite, LimitSpec
-from gateway.limits.store import Charge, RedisLimiter
-from gateway.redis_server import RedisProcess
-from gateway.serve import start
-from gateway.stages.limits import give_back
+from gateway.pipeline.call import Call, Runtime
+from gateway.pipeline.stages.limits import give_back
+from gateway.process.serve import start
+from gateway.state.embedded import RedisProcess
+from gateway.state.limits.store import Charge, RedisLimiter
 from tests.gateway.conftest import gateway_environ
 from tests.gateway.harness import Env
 from tests.gateway.test_approval_flow import decide

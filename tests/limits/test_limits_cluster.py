@@ -10,10 +10,10 @@ import pytest
 from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
 
-from gateway.limits.model import BudgetSpec, ExprSite, LimitSpec, RateSpec
-from gateway.limits.store import Charge, RedisLimiter
-from gateway.redisconn import connect
-from gateway.settings import RedisSettings
+from gateway.config.limitspec import BudgetSpec, ExprSite, LimitSpec, RateSpec
+from gateway.config.settings import RedisSettings
+from gateway.state.connections import connect
+from gateway.state.limits.store import Charge, RedisLimiter
 from tests.approvals.topologies import cluster
 
 pytestmark = [pytest.mark.integration]

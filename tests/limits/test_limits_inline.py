@@ -1,5 +1,5 @@
 """An inline approver lets an over-budget call past its budget in the same request, and the
-amount is spent once (gateway/stages/limits.py `spend_after_inline_approval`)."""
+amount is spent once (gateway/pipeline/stages/limits.py `spend_after_inline_approval`)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import yaml
 from capgate.v1 import procedure_pb2, procedure_pb2_grpc, types_pb2
 from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
-from gateway.redis_server import RedisProcess
-from gateway.serve import start
+from gateway.process.serve import start
+from gateway.state.embedded import RedisProcess
 from tests.gateway.conftest import gateway_environ
 from tests.gateway.harness import Env
 

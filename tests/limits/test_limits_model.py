@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.limits.model import BudgetSpec, ExprSite, LimitSpec, RateSpec
-from gateway.limits.store import Charge, RedisLimiter, Verdict
-from gateway.redis_server import RedisProcess
+from gateway.config.limitspec import BudgetSpec, ExprSite, LimitSpec, RateSpec
+from gateway.state.embedded import RedisProcess
+from gateway.state.limits.store import Charge, RedisLimiter, Verdict
 
 pytestmark = [pytest.mark.integration]
 

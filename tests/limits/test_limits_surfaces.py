@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc, types_pb2
-from gateway.redis_server import RedisProcess
+from gateway.state.embedded import RedisProcess
 from tests.gateway.conftest import gateway_environ
 from tests.gateway.harness import Env, ready_ports, token
 from tests.mcp.mcpkit import McpEnv, request, session_headers
@@ -62,7 +62,7 @@ async def two_gateways(
     try:
         for n in range(2):
             ready = run / f"ready-{n}.json"
-            argv = [sys.executable, "-m", "gateway.cli", "serve", "--config"]
+            argv = [sys.executable, "-m", "gateway.cli.main", "serve", "--config"]
             argv += [str(HERE / "gateway.yaml"), "--ready-file", str(ready), "--no-watch"]
             with open(run / f"serve-{n}.log", "ab") as log:  # noqa: ASYNC230 - at setup
                 procs.append(
@@ -128,7 +128,7 @@ def _check(tmp_path: Path, text: str) -> str:
     (tmp_path / "broken.yaml").write_text(BROKEN_POLICY)
     environ = gateway_environ("127.0.0.1:1", "redis://127.0.0.1:1/0", str(tmp_path))
     done = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "config", "check", str(config)],
+        [sys.executable, "-m", "gateway.cli.main", "config", "check", str(config)],
         cwd=ROOT,
         env={**os.environ, **environ},
         capture_output=True,

@@ -12,8 +12,8 @@ import pytest
 from examples.orders.server import serve as serve_orders
 from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
-from gateway.redis_server import RedisProcess
-from gateway.serve import start
+from gateway.process.serve import start
+from gateway.state.embedded import RedisProcess
 from tests.gateway.conftest import gateway_environ
 from tests.mcp.mcpkit import McpEnv
 

@@ -18,7 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from capgate.v1 import admin_pb2, admin_pb2_grpc
 from examples.orders import orders_pb2, orders_pb2_grpc
 from gateway.audit.sinks import MemorySink
-from gateway.serve import Gateway
+from gateway.process.serve import Gateway
 from tests.gateway.harness import terminal_events, token
 
 AUDIENCE = "capgate-mcp"

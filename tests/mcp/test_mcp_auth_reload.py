@@ -14,8 +14,8 @@ import pytest
 from examples.orders.server import serve as serve_orders
 from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
-from gateway.redis_server import RedisProcess
-from gateway.serve import Gateway, start
+from gateway.process.serve import Gateway, start
+from gateway.state.embedded import RedisProcess
 from tests.gateway.conftest import gateway_environ
 from tests.gateway.harness import token
 from tests.mcp.conftest import HERE

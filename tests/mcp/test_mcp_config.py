@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from gateway.config import ConfigError, config_schema, load_settings, parse_duration
-from gateway.mcp.names import APPROVAL_TOOL, build_table, default_tool_name
-from gateway.mcp.sessions import LocalSessions, SessionsFull
-from gateway.settings import McpSettings
+from gateway.config.mcpnames import APPROVAL_TOOL, build_table, default_tool_name
+from gateway.config.settings import McpSettings
+from gateway.state.mcp_sessions import LocalSessions, SessionsFull
 
 SECRET = "mcp-test-secret-0123456789-0123456789"
 

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc, types_pb2
-from gateway.validation import MAX_NAME_LENGTH, UNEXPECTED_PROPERTY, path_segment
+from gateway.values.validation import MAX_NAME_LENGTH, UNEXPECTED_PROPERTY, path_segment
 from tests.gateway.harness import token
 from tests.mcp.mcpkit import McpEnv
 

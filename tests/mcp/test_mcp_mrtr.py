@@ -1,7 +1,7 @@
 """Approvals the 2026-07-28 way: a stateless-era call that needs approval, from a client that
 declares elicitation, is `input_required` with an integrity-protected `requestState`; the
-client's retry with that proof runs the approved call once (gateway/mcp/mrtr.py). Clients without
-elicitation keep the approval-required result and the status tool."""
+client's retry with that proof runs the approved call once (gateway/transport/mcp/mrtr.py). Clients
+without elicitation keep the approval-required result and the status tool."""
 
 from __future__ import annotations
 

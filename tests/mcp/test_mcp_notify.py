@@ -1,6 +1,6 @@
 """A handshake-era session's GET stream: a pending approval asked for on the session is
 announced once decided, any gateway process serves the stream, and `Last-Event-ID` resumes it
-(gateway/mcp/notify.py)."""
+(gateway/transport/mcp/notify.py)."""
 
 from __future__ import annotations
 

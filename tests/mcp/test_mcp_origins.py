@@ -9,8 +9,8 @@ import itertools
 
 import pytest
 
-from gateway.mcp.server import envelope_limits, start_mcp_listener
-from gateway.settings import McpSettings
+from gateway.config.settings import McpSettings
+from gateway.transport.mcp.server import envelope_limits, start_mcp_listener
 from tests.mcp.mcpkit import ACCEPT, McpEnv, bearer, initialize_body
 
 pytestmark = pytest.mark.integration

@@ -16,9 +16,9 @@ import httpx2
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.mcp.server import envelope_limits, start_mcp_listener
-from gateway.mcp.sessions import MAX_SESSIONS_PER_ACTOR
-from gateway.redis_server import RedisProcess, free_port
+from gateway.state.embedded import RedisProcess, free_port
+from gateway.state.mcp_sessions import MAX_SESSIONS_PER_ACTOR
+from gateway.transport.mcp.server import envelope_limits, start_mcp_listener
 from tests.gateway.conftest import gateway_environ
 from tests.gateway.harness import ready_ports
 from tests.mcp.mcpkit import ACCEPT, McpEnv, bearer, initialize_body, request, session_headers
@@ -43,7 +43,7 @@ async def two_gateways(
     try:
         for n in range(2):
             ready = run / f"ready-{n}.json"
-            argv = [sys.executable, "-m", "gateway.cli", "serve", "--config"]
+            argv = [sys.executable, "-m", "gateway.cli.main", "serve", "--config"]
             argv += [str(HERE / "gateway.yaml"), "--ready-file", str(ready), "--no-watch"]
             with open(run / f"serve-{n}.log", "ab") as log:  # noqa: ASYNC230 - at setup
                 procs.append(

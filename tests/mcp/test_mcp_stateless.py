@@ -1,6 +1,6 @@
 """The stateless 2026-07-28 revision over raw HTTP: one self-contained POST per request, the
 version and capabilities in `params._meta`, headers that must agree with the body, no session,
-and the same governance as every other surface (gateway/mcp/modern.py, ADR 0010)."""
+and the same governance as every other surface (gateway/transport/mcp/modern.py, ADR 0010)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""`GET /mcp` notification streams through the real MCP listener (gateway/mcp/streams.py):
+"""`GET /mcp` notification streams through the real MCP listener (gateway/transport/mcp/streams.py):
 bounded per session (409) and per actor (429), their slots given back when a stream ends, and
-ended cleanly by the drain when the gateway shuts down (gateway/drain.py)."""
+ended cleanly by the drain when the gateway shuts down (gateway/pipeline/drain.py)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pytest
 
 from examples.orders.server import serve as serve_orders
 from gateway.config.loader import load_settings
-from gateway.mcp.streams import PER_ACTOR, PER_SESSION
-from gateway.redis_server import RedisProcess
-from gateway.serve import start
+from gateway.process.serve import start
+from gateway.state.embedded import RedisProcess
+from gateway.transport.mcp.streams import PER_ACTOR, PER_SESSION
 from tests.gateway.conftest import gateway_environ
 from tests.mcp.mcpkit import McpEnv, bearer, initialize_body, session_headers
 

@@ -15,8 +15,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from gateway.mcp.server import envelope_limits, start_mcp_listener
-from gateway.settings import TlsSettings
+from gateway.config.settings import TlsSettings
+from gateway.transport.mcp.server import envelope_limits, start_mcp_listener
 from tests.auth.authkit import cert_pem, issue, make_ca, private_pem
 from tests.mcp.mcpkit import ACCEPT, McpEnv, bearer, request
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from gateway.config.loader import load_settings
-from gateway.serve import Gateway, start
-from gateway.settings import Settings
+from gateway.config.settings import Settings
+from gateway.process.serve import Gateway, start
 
 GATEWAY_YAML = Path(__file__).resolve().parents[1] / "gateway" / "gateway.yaml"
 JWT_SECRET = "test-secret-0123456789-0123456789-abcdef"  # tests/gateway/harness.py's

@@ -12,7 +12,7 @@ import yaml
 from gateway.config import ConfigError, load_settings
 from gateway.config.durations import parse_duration
 from gateway.config.schema import config_schema
-from gateway.settings import NotifySettings, Webhook
+from gateway.config.settings import NotifySettings, Webhook
 
 SECRET = "jwt-secret-that-is-long-enough-0123456789"
 HOOK_SECRET = "hook-secret-that-is-long-enough-0123456789"

@@ -12,9 +12,9 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.notify import WebhookNotifier, verify
-from gateway.notify.messages import CapabilityFacts
-from gateway.settings import NotifySettings, Webhook
+from gateway.audit.notify import WebhookNotifier, verify
+from gateway.audit.notify.messages import CapabilityFacts
+from gateway.config.settings import NotifySettings, Webhook
 from tests.notify.notifykit import Receiver
 
 pytestmark = pytest.mark.integration

@@ -12,10 +12,10 @@ import pytest
 
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc
 from examples.orders.server import serve as serve_orders
-from gateway.notify import WebhookNotifier, verify
-from gateway.redis_server import RedisProcess
-from gateway.serve import Gateway
-from gateway.settings import NotifySettings, RedisSettings, Webhook
+from gateway.audit.notify import WebhookNotifier, verify
+from gateway.config.settings import NotifySettings, RedisSettings, Webhook
+from gateway.process.serve import Gateway
+from gateway.state.embedded import RedisProcess
 from tests.gateway.harness import token
 from tests.notify.notifykit import Receiver, settings_for, start_gateway
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import orjson
 
-from gateway.notify import messages, sign, verify
-from gateway.notify.messages import CapabilityFacts
+from gateway.audit.notify import messages, sign, verify
+from gateway.audit.notify.messages import CapabilityFacts
 
 EVENT = {
     "event": "capability.approval_requested",

@@ -35,8 +35,8 @@ import yaml
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc, types_pb2
 from examples.orders import orders_pb2, orders_pb2_grpc
-from gateway.idempotency import IdempotencyScope
-from gateway.redis_server import RedisProcess
+from gateway.state.embedded import RedisProcess
+from gateway.state.idempotency import IdempotencyScope
 from tests.faults.kit import Upstream
 from tests.gateway.conftest import gateway_environ
 from tests.gateway.harness import ready_ports, token
@@ -66,7 +66,7 @@ policies:
           approvers: {roles: [manager]}
 """
 # How long a Redis fault withholds replies: past the gateway's 2 s command timeout
-# (gateway/redisconn.py), so a command sent during it runs and its reply is lost.
+# (gateway/state/connections.py), so a command sent during it runs and its reply is lost.
 LOST_REPLY_HOLD_S = 2.3
 
 
@@ -250,7 +250,7 @@ class Stack:
         run_dir.mkdir()
         gateway = GatewayProcess(name, run_dir, run_dir / "audit.jsonl")
         ready = run_dir / "ready.json"
-        argv = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(self.config)]
+        argv = [sys.executable, "-m", "gateway.cli.main", "serve", "--config", str(self.config)]
         argv += ["--ready-file", str(ready), "--grace", "2", "--log-level", "WARNING"]
         argv += ["--watch-interval", "0.1", "--watch-settle", "0.1"]
         with open(run_dir / "serve.log", "ab") as out:
@@ -367,7 +367,8 @@ class Stack:
             await asyncio.sleep(0.005)
         return False
 
-    # --- what Redis holds (key layouts: gateway/limits/store.py, gateway/idempotency.py) ------
+    # --- what Redis holds (key layouts: gateway/state/limits/store.py,
+    # gateway/state/idempotency.py) ------
 
     async def client(self) -> aioredis.Redis:
         if self._redis_client is None:

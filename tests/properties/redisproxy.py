@@ -1,7 +1,8 @@
 """A TCP relay between the gateways and the real Redis that can withhold Redis's replies.
 
 Commands always reach Redis at once, so they run; only the replies wait. Holding them past the
-gateway's 2 s command timeout (gateway/redisconn.py) makes a reply lost for a command that ran
+gateway's 2 s command timeout (gateway/state/connections.py) makes a reply lost for a command that
+ran
 (what a timeout, a cancel or a dropped connection does in production); holding them briefly
 slows every recording so that a caller's deadline lands between two awaits. (`CLIENT PAUSE`
 cannot do this: a paused command whose client gives up and closes never runs.)
@@ -18,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from gateway.redis_server import free_port
+from gateway.state.embedded import free_port
 
 
 class RedisRelay:

@@ -10,7 +10,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace.sampling import Decision
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
-from gateway.settings import TelemetrySettings
+from gateway.config.settings import TelemetrySettings
+from gateway.process.telemetry import Telemetry, start_telemetry
 from gateway.telemetry import enabled
 from gateway.telemetry.export import metrics_data
 from gateway.telemetry.instruments import (
@@ -24,7 +25,6 @@ from gateway.telemetry.instruments import (
 from gateway.telemetry.instruments import (
     Histogram as Hist,
 )
-from gateway.telemetry.runtime import Telemetry, start_telemetry
 from gateway.telemetry.tracing import sampler_from_env
 
 

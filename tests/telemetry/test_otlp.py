@@ -16,8 +16,8 @@ from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metric
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.proto.common.v1 import common_pb2
 
-from gateway.redis_server import RedisProcess
-from gateway.settings import Settings
+from gateway.config.settings import Settings
+from gateway.state.embedded import RedisProcess
 from tests.audit.kit import stack
 
 pytestmark = pytest.mark.integration

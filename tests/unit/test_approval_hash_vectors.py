@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from gateway.canonical import canonical_json, input_hash
 from gateway.errors import CapabilityError, Code
-from gateway.jsonvalue import parse_json
 from gateway.model import Limits
+from gateway.values.canonical import canonical_json, input_hash
+from gateway.values.jsonvalue import parse_json
 
 VECTORS_DIR = Path(__file__).resolve().parents[1] / "vectors" / "approval_hash"
 DOC: dict[str, Any] = json.loads((VECTORS_DIR / "vectors.json").read_text(encoding="utf-8"))

@@ -10,8 +10,8 @@ import io
 import random
 import string
 
-from gateway import cli
-from gateway.cliargs import redact, secret_values
+from gateway.cli import main as cli
+from gateway.cli.args import redact, secret_values
 
 ROUNDS = 300
 

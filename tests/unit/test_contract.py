@@ -7,8 +7,9 @@ import re
 from pathlib import Path
 
 from capgate.v1 import types_pb2
-from gateway import errordocs, pipeline
+from gateway.cli import errordocs
 from gateway.errors import TABLE, Code, Event, Kind
+from gateway.pipeline import runner as pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 # The lines of seed 001 these tests check, copied with their provenance (the seed itself lives

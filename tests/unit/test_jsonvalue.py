@@ -8,8 +8,8 @@ import orjson
 import pytest
 
 from gateway.errors import CapabilityError, Code
-from gateway.jsonvalue import parse_json, scan
 from gateway.model import Limits
+from gateway.values.jsonvalue import parse_json, scan
 
 SMALL = Limits(max_bytes=4096, max_depth=4, max_list_length=3, max_string_length=8)
 

@@ -42,7 +42,7 @@ def test_the_readme_policy_commands_run_as_printed(tmp_path: Path) -> None:
         # The README's files are relative to the clone; only the JUnit report goes elsewhere.
         args = [str(tmp_path / "out.xml") if a == "out.xml" else a for a in argv[1:]]
         done = subprocess.run(
-            [sys.executable, "-m", "gateway.cli", *args],
+            [sys.executable, "-m", "gateway.cli.main", *args],
             cwd=ROOT,
             env=environ,
             capture_output=True,

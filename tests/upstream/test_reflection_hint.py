@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from gateway.config.loader import load_settings
-from gateway.serve import start
-from gateway.snapshot import SnapshotError
+from gateway.pipeline.snapshot import SnapshotError
+from gateway.process.serve import start
 from gateway.upstream.descriptors import load_from_reflection
 from gateway.upstream.errors import UpstreamConfigError
 from tests.gateway.conftest import HERE, gateway_environ

@@ -13,8 +13,8 @@ from google.protobuf.descriptor_pool import DescriptorPool
 from upstreamkit import Orders
 
 from capgate.v1 import procedure_pb2
+from gateway.config.settings import Upstream
 from gateway.errors import CapabilityError, Code
-from gateway.settings import Upstream
 from gateway.upstream.call import ProcedureCall, UpstreamCall, grpc_call, procedure_call
 from gateway.upstream.channels import ChannelPool
 from gateway.upstream.descriptors import resolve_method

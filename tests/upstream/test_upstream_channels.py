@@ -13,8 +13,8 @@ from google.protobuf.descriptor_pool import DescriptorPool
 from upstreamkit import Orders, Pki, make_pki
 
 from examples.orders.server import serve as serve_orders
+from gateway.config.settings import Upstream
 from gateway.errors import CapabilityError, Code
-from gateway.settings import Upstream
 from gateway.upstream.call import grpc_call
 from gateway.upstream.channels import ChannelPool, channel_credentials, channel_options
 from gateway.upstream.descriptors import resolve_method

@@ -15,9 +15,9 @@ from cryptography.x509.oid import NameOID
 from grpc_tools import protoc
 
 from examples.orders.server import State
+from gateway.config.settings import Upstream
 from gateway.errors import CapabilityError
 from gateway.model import Capability, RetrySpec, SideEffect
-from gateway.settings import Upstream
 from gateway.upstream.channels import ChannelPool
 
 DATA = Path(__file__).parent / "data"

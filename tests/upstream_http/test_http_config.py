@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from gateway.cli.config import main as config_main
 from gateway.config import ConfigError, load_settings
-from gateway.config.cli import main as config_main
 
 BASE = """version: 1
 listeners:

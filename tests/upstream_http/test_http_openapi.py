@@ -16,10 +16,10 @@ import yaml
 
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc
 from gateway.audit.sinks import MemorySink
-from gateway.config.cli import main as config_main
+from gateway.cli.config import main as config_main
 from gateway.config.loader import load_settings
-from gateway.redis_server import RedisProcess
-from gateway.serve import start
+from gateway.process.serve import start
+from gateway.state.embedded import RedisProcess
 from tests.gateway.conftest import gateway_environ
 from tests.gateway.harness import token
 from tests.upstream_http.httpserver import Answer, HttpServer

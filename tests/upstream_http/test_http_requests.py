@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc, types_pb2
-from gateway.settings import Upstream
+from gateway.config.settings import Upstream
 from gateway.upstream.http import HttpClients
 from tests.gateway.harness import token
 from tests.upstream_http.conftest import HttpEnv

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from gateway.config.settings import Upstream
 from gateway.errors import CapabilityError, Code
-from gateway.settings import Upstream
 from gateway.upstream.http import HttpCall, HttpClients, SentTracker
 from gateway.upstream.httpspec import HttpRoute, HttpUpstream, parse_template
 from gateway.upstream.mcpclient import McpClient

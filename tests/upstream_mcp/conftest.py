@@ -17,8 +17,8 @@ from capgate.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc,
 from examples.mcp_upstream.server import Running, serve
 from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
-from gateway.redis_server import RedisProcess
-from gateway.serve import Gateway, start
+from gateway.process.serve import Gateway, start
+from gateway.state.embedded import RedisProcess
 from tests.gateway.conftest import gateway_environ
 from tests.gateway.harness import token
 

@@ -20,8 +20,8 @@ from capgate.v1 import gateway_pb2, gateway_pb2_grpc, types_pb2
 from examples.mcp_upstream.server import serve
 from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
-from gateway.redis_server import RedisProcess
-from gateway.serve import start
+from gateway.process.serve import start
+from gateway.state.embedded import RedisProcess
 from gateway.upstream.oauth import renew_after
 from tests.gateway.conftest import gateway_environ
 from tests.gateway.harness import token

@@ -14,8 +14,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from examples.mcp_upstream.server import serve
 from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
-from gateway.redis_server import RedisProcess
-from gateway.serve import start
+from gateway.process.serve import start
+from gateway.state.embedded import RedisProcess
 from tests.upstream_mcp.conftest import HERE, McpEnv, environ
 
 pytestmark = pytest.mark.integration

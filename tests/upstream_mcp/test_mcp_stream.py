@@ -16,8 +16,8 @@ import pytest
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc
 from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
-from gateway.redis_server import RedisProcess
-from gateway.serve import start
+from gateway.process.serve import start
+from gateway.state.embedded import RedisProcess
 from tests.gateway.conftest import gateway_environ
 from tests.gateway.harness import token
 from tests.upstream_http.httpserver import Answer, HttpServer, Seen

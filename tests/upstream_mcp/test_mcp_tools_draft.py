@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from examples.mcp_upstream.server import serve
-from gateway.config.cli import main as config_main
+from gateway.cli.config import main as config_main
 from gateway.config.loader import load_settings
 
 CONFIG = """version: 1

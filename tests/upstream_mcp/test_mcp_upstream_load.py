@@ -18,11 +18,11 @@ from mcp.server.mcpserver import MCPServer
 from capgate.v1 import types_pb2
 from examples.mcp_upstream.server import serve
 from gateway.audit.sinks import MemorySink
-from gateway.config.cli import main as config_main
+from gateway.cli.config import main as config_main
 from gateway.config.loader import load_settings
-from gateway.redis_server import RedisProcess
-from gateway.serve import start
-from gateway.snapshot import SnapshotError, build_snapshot, check_snapshot
+from gateway.pipeline.snapshot import SnapshotError, build_snapshot, check_snapshot
+from gateway.process.serve import start
+from gateway.state.embedded import RedisProcess
 from gateway.upstream.channels import ChannelPool
 from tests.upstream_mcp.conftest import HERE, McpEnv, environ
 

@@ -24,7 +24,7 @@ import (
 	"github.com/capgate/capgate/clients/go/actortoken"
 )
 
-// Metadata keys the gateway sends with every upstream call (gateway/stages/invoke.py).
+// Metadata keys the gateway sends with every upstream call (gateway/pipeline/stages/invoke.py).
 const (
 	MDActorToken     = "x-capgate-actor-token"
 	MDExecutionID    = "x-capgate-execution-id"

@@ -6,7 +6,7 @@ HMAC-SHA256, retried with bounded backoff. The audit log is drained in the backg
 or failing receiver never blocks or fails the governed call.
 """
 
-from gateway.notify.signing import sign, verify
-from gateway.notify.sink import WebhookNotifier
+from gateway.audit.notify.signing import sign, verify
+from gateway.audit.notify.sink import WebhookNotifier
 
 __all__ = ["WebhookNotifier", "sign", "verify"]

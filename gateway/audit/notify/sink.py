@@ -21,18 +21,18 @@ from typing import Any
 
 import orjson
 
-from gateway.errors import Event
-from gateway.notify import messages
-from gateway.notify.http import DeliveryError, Reply, post
-from gateway.notify.messages import CapabilityFacts
-from gateway.notify.signing import (
+from gateway.audit.notify import messages
+from gateway.audit.notify.http import DeliveryError, Reply, post
+from gateway.audit.notify.messages import CapabilityFacts
+from gateway.audit.notify.signing import (
     DELIVERY_HEADER,
     EVENT_HEADER,
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     sign,
 )
-from gateway.settings import NotifySettings, Webhook
+from gateway.config.settings import NotifySettings, Webhook
+from gateway.errors import Event
 
 log = logging.getLogger("capgate.notify")
 

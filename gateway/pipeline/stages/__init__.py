@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 from capgate.v1 import gateway_pb2
 
 if TYPE_CHECKING:
-    from gateway.approvals.records import ApprovalRecord
+    from gateway.state.approvals.records import ApprovalRecord
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,8 @@ is the explicit kind `anonymous`, never a missing actor."""
 
 from __future__ import annotations
 
-from gateway.call import Call, Runtime
 from gateway.errors import CapabilityError, Code
+from gateway.pipeline.call import Call, Runtime
 
 _KINDS = frozenset({"user", "service", "agent", "anonymous"})
 

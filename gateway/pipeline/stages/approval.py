@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.approvals.records import ApprovalRecord, Status
-from gateway.call import Call, Runtime
-from gateway.canonical import input_hash
 from gateway.errors import CapabilityError, Code
-from gateway.stages import Suspended
-from gateway.stages.inline import decide_inline
+from gateway.pipeline.call import Call, Runtime
+from gateway.pipeline.stages import Suspended
+from gateway.pipeline.stages.inline import decide_inline
+from gateway.state.approvals.records import ApprovalRecord, Status
 from gateway.telemetry import child_span, current_traceparent
+from gateway.values.canonical import input_hash
 
 _APPROVAL_MESSAGE = "This call needs human approval before it can run."
 

@@ -18,13 +18,13 @@ from collections.abc import Awaitable, Callable
 import orjson
 
 from capgate.v1 import types_pb2
-from gateway.call import Call, Runtime
-from gateway.canonical import input_hash
 from gateway.errors import CapabilityError
-from gateway.jsonvalue import dumps
-from gateway.stages import Outcome
-from gateway.stages.policies import eval_request
+from gateway.pipeline.call import Call, Runtime
+from gateway.pipeline.stages import Outcome
+from gateway.pipeline.stages.policies import eval_request
 from gateway.telemetry import metrics
+from gateway.values.canonical import input_hash
+from gateway.values.jsonvalue import dumps
 from policy import Phase
 from policy.bindings import bindings_for
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 from capgate.v1 import gateway_pb2, types_pb2
 from gateway.audit.events import build, stances
 from gateway.audit.sinks import AuditUnavailable
-from gateway.call import Call, Runtime
-from gateway.canonical import input_hash
 from gateway.errors import CapabilityError, Code, Event
-from gateway.idempotency import LEASE_MARGIN_S, Claim, outcome_unknown_error
-from gateway.stages import Replayed
+from gateway.pipeline.call import Call, Runtime
+from gateway.pipeline.stages import Replayed
+from gateway.state.idempotency import LEASE_MARGIN_S, Claim, outcome_unknown_error
+from gateway.values.canonical import input_hash
 
 _HELD_BY_ANOTHER = frozenset({Code.IDEMPOTENCY_IN_PROGRESS, Code.IDEMPOTENCY_CONFLICT})
 

@@ -3,8 +3,8 @@ listener's fixed surface; anything else is indistinguishable from an unknown cap
 
 from __future__ import annotations
 
-from gateway.call import Call, Runtime
 from gateway.errors import not_found
+from gateway.pipeline.call import Call, Runtime
 
 
 async def check_exposure(call: Call, rt: Runtime) -> None:

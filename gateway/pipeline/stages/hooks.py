@@ -26,12 +26,12 @@ from typing import Any
 import orjson
 
 from capgate.v1 import hook_pb2, types_pb2
-from gateway.call import Call, Runtime
-from gateway.canonical import input_hash
 from gateway.errors import CapabilityError, Code, not_found
-from gateway.hooks.calls import BoundHook, HookFault, call_hook, fault_in, hook_context
-from gateway.jsonvalue import dumps, parse_json, scan
-from gateway.stages.policies import eval_request
+from gateway.pipeline.call import Call, Runtime
+from gateway.pipeline.hookcalls import BoundHook, HookFault, call_hook, fault_in, hook_context
+from gateway.pipeline.stages.policies import eval_request
+from gateway.values.canonical import input_hash
+from gateway.values.jsonvalue import dumps, parse_json, scan
 from policy import ApprovalRequirement, Decision, Phase
 
 # Answers identical to a missing capability or approval never reach a hook (SI-8).

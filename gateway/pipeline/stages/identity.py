@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from gateway.audit.events import build
-from gateway.call import Call, Runtime
 from gateway.errors import Event
+from gateway.pipeline.call import Call, Runtime
 
 
 async def assign_execution_id(call: Call, rt: Runtime) -> None:

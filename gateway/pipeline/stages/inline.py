@@ -12,13 +12,13 @@ from typing import Any
 import grpc
 
 from capgate.v1 import procedure_pb2
-from gateway.approvals.convert import actor_from_proto, to_proto
-from gateway.approvals.records import ApprovalRecord, Status
 from gateway.audit.events import build
-from gateway.call import Call, Runtime
 from gateway.errors import CapabilityError, Code, Event
-from gateway.jsonvalue import dumps
-from gateway.stages.controls import compute_deadline
+from gateway.pipeline.call import Call, Runtime
+from gateway.pipeline.stages.controls import compute_deadline
+from gateway.state.approvals.convert import actor_from_proto, to_proto
+from gateway.state.approvals.records import ApprovalRecord, Status
+from gateway.values.jsonvalue import dumps
 
 log = logging.getLogger("capgate.approvals.inline")
 

@@ -15,9 +15,9 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from capgate.v1 import types_pb2
 from gateway.audit.events import build
-from gateway.call import Call, Runtime
 from gateway.errors import CapabilityError, Event
-from gateway.stages.policies import eval_request
+from gateway.pipeline.call import Call, Runtime
+from gateway.pipeline.stages.policies import eval_request
 from gateway.telemetry import child_span, metrics, traceparent
 from gateway.upstream.call import Metadata, UpstreamCall, call_with_retry
 from gateway.upstream.state import ATTEMPTS_KEY, UPSTREAM_STATUS_KEY, ExecutionState, state_of

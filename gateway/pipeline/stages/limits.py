@@ -24,12 +24,12 @@ from typing import Any
 from cel_expr_python import cel
 from opentelemetry.trace import Span
 
-from gateway.call import Call, Runtime
 from gateway.errors import CapabilityError, Code, InputIssue
-from gateway.limits.compile import CompiledLimit, backend
-from gateway.limits.store import Charge, Verdict
-from gateway.redisconn import RedisUnavailable
-from gateway.stages.policies import eval_request
+from gateway.pipeline.call import Call, Runtime
+from gateway.pipeline.limits import CompiledLimit, backend
+from gateway.pipeline.stages.policies import eval_request
+from gateway.state.connections import RedisUnavailable
+from gateway.state.limits.store import Charge, Verdict
 from gateway.telemetry import child_span, metrics
 from policy import ApprovalRequirement, Phase
 from policy.bindings import bindings_for

@@ -5,9 +5,9 @@ failure). Redaction runs on the validated output, before any serialization, log 
 
 from __future__ import annotations
 
-from gateway.call import Call, Runtime
 from gateway.errors import CapabilityError, Code
-from gateway.jsonvalue import scan
+from gateway.pipeline.call import Call, Runtime
+from gateway.values.jsonvalue import scan
 
 
 async def validate_output(call: Call, rt: Runtime) -> None:

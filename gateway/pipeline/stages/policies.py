@@ -13,8 +13,8 @@ from typing import Any
 
 from opentelemetry import trace
 
-from gateway.call import Call, Runtime
 from gateway.errors import CapabilityError, Code, not_found
+from gateway.pipeline.call import Call, Runtime
 from gateway.telemetry import metrics
 from policy import Decision, EvalRequest, Evaluation, Phase
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gateway.call import Call, Runtime
 from gateway.errors import not_found
+from gateway.pipeline.call import Call, Runtime
 
 
 async def resolve_capability(call: Call, rt: Runtime) -> None:

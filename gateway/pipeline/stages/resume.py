@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from capgate.v1 import gateway_pb2, types_pb2
 from gateway.audit.events import build
-from gateway.call import Call, Runtime
-from gateway.canonical import input_hash
 from gateway.errors import CapabilityError, Code, Event
-from gateway.stages import Replayed
+from gateway.pipeline.call import Call, Runtime
+from gateway.pipeline.stages import Replayed
+from gateway.values.canonical import input_hash
 
 _STATUS_CODES = {
     "pending": Code.APPROVAL_PENDING,

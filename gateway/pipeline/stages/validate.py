@@ -8,10 +8,10 @@ idempotency key was claimed or the approval consumed, with nothing sent (issue 1
 
 from __future__ import annotations
 
-from gateway.call import Call, Runtime
 from gateway.errors import CapabilityError, Code, InputIssue
-from gateway.jsonvalue import parse_json
+from gateway.pipeline.call import Call, Runtime
 from gateway.upstream.headers import forwarded_value_issues
+from gateway.values.jsonvalue import parse_json
 
 _NOT_OBJECT = (InputIssue("$", "must be a JSON object"),)
 

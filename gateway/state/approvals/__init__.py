@@ -4,9 +4,9 @@ Public API: `RedisApprovalStore` (stage 8 and Resume), `ApprovalRecord`, `Status
 `ApprovalConsumed`, `ApprovalEventRecord`, `WatchGap`, `verify_input`.
 """
 
-from gateway.approvals.events import ApprovalEventRecord, WatchGap
-from gateway.approvals.records import ApprovalRecord, Status, verify_input
-from gateway.approvals.store import ApprovalConsumed, RedisApprovalStore
+from gateway.state.approvals.events import ApprovalEventRecord, WatchGap
+from gateway.state.approvals.records import ApprovalRecord, Status, verify_input
+from gateway.state.approvals.store import ApprovalConsumed, RedisApprovalStore
 
 __all__ = [
     "ApprovalConsumed",

@@ -14,10 +14,10 @@ import orjson
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from capgate.v1 import types_pb2
-from gateway.approvals.records import ApprovalRecord
 from gateway.errors import CapabilityError
 from gateway.model import Actor
-from gateway.redact import Redactor
+from gateway.state.approvals.records import ApprovalRecord
+from gateway.values.redact import Redactor
 
 
 def _timestamp(seconds: float) -> Timestamp:

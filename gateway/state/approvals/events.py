@@ -16,10 +16,10 @@ from typing import Any, Final
 
 from redis.exceptions import ResponseError
 
-from gateway.approvals.records import ApprovalRecord
-from gateway.redisconn import RedisClient, RedisPipeline
+from gateway.state.approvals.records import ApprovalRecord
+from gateway.state.connections import RedisClient, RedisPipeline
 
-BLOCK_CHUNK_MS: Final = 1000  # < the 2 s operation timeout of gateway.redisconn
+BLOCK_CHUNK_MS: Final = 1000  # < the 2 s operation timeout of gateway.state.connections
 _BATCH: Final = 100
 _STREAM_ID = re.compile(r"(\d{1,20})-(\d{1,20})")
 

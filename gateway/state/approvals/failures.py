@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from gateway.approvals.records import ApprovalRecord
 from gateway.errors import CapabilityError, Code
-from gateway.redisconn import RedisUnavailable, mapped_errors
+from gateway.state.approvals.records import ApprovalRecord
+from gateway.state.connections import RedisUnavailable, mapped_errors
 
 
 @dataclass(eq=False)

@@ -11,14 +11,9 @@ import asyncio
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 
-from gateway.approvals.events import (
-    BLOCK_CHUNK_MS,
-    ApprovalEventRecord,
-    EventLog,
-    parse_id,
-)
-from gateway.approvals.failures import available
-from gateway.approvals.records import ApprovalRecord, Status
+from gateway.state.approvals.events import BLOCK_CHUNK_MS, ApprovalEventRecord, EventLog, parse_id
+from gateway.state.approvals.failures import available
+from gateway.state.approvals.records import ApprovalRecord, Status
 
 Loader = Callable[[Collection[str]], Awaitable[dict[str, ApprovalRecord]]]
 Getter = Callable[[str], Awaitable[ApprovalRecord | None]]

@@ -17,9 +17,9 @@ from typing import Any, Final
 
 import orjson
 
-from gateway.approvals.keys import Keys
-from gateway.approvals.records import ApprovalRecord, Status
-from gateway.redisconn import RedisClient
+from gateway.state.approvals.keys import Keys
+from gateway.state.approvals.records import ApprovalRecord, Status
+from gateway.state.connections import RedisClient
 
 DEFAULT_PAGE: Final = 50
 MAX_PAGE: Final = 500

@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
-from gateway.canonical import input_hash
 from gateway.errors import CapabilityError
 from gateway.model import Actor
+from gateway.values.canonical import input_hash
 
 
 class Status(StrEnum):

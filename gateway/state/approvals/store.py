@@ -19,11 +19,14 @@ from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import replace
 from typing import Any
 
-from gateway.approvals import feed, listing, upkeep
-from gateway.approvals.events import ApprovalEventRecord, EventLog, WatchGap
-from gateway.approvals.failures import ApprovalConsumed, available, not_found
-from gateway.approvals.keys import Keys, valid_id
-from gateway.approvals.records import (
+from gateway.config.settings import ApprovalSettings
+from gateway.errors import CapabilityError, Code
+from gateway.model import Actor
+from gateway.state.approvals import feed, listing, upkeep
+from gateway.state.approvals.events import ApprovalEventRecord, EventLog, WatchGap
+from gateway.state.approvals.failures import ApprovalConsumed, available, not_found
+from gateway.state.approvals.keys import Keys, valid_id
+from gateway.state.approvals.records import (
     ApprovalRecord,
     Status,
     actor_json,
@@ -31,12 +34,9 @@ from gateway.approvals.records import (
     from_hash,
     to_hash,
 )
-from gateway.approvals.records import verify_input as _verify_input
-from gateway.approvals.scripts import ALL as SCRIPTS
-from gateway.errors import CapabilityError, Code
-from gateway.model import Actor
-from gateway.redisconn import RedisClient
-from gateway.settings import ApprovalSettings
+from gateway.state.approvals.records import verify_input as _verify_input
+from gateway.state.approvals.scripts import ALL as SCRIPTS
+from gateway.state.connections import RedisClient
 
 __all__ = ["ApprovalConsumed", "RedisApprovalStore", "WatchGap"]
 
@@ -467,7 +467,7 @@ class RedisApprovalStore:
 
     async def reconcile(self) -> upkeep.ReconcileReport:
         """Rebuild every index from a SCAN of the records, with TTLs that outlive them (the
-        gateway runs it at start-up and every `gateway.serve.RECONCILE_EVERY_S`)."""
+        gateway runs it at start-up and every `gateway.process.serve.RECONCILE_EVERY_S`)."""
         with available():
             return await upkeep.reconcile(
                 self._redis,

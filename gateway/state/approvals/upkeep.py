@@ -22,9 +22,9 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gateway.approvals.keys import Keys
-from gateway.approvals.records import ApprovalRecord, Status
-from gateway.redisconn import RedisClient, RedisPipeline
+from gateway.state.approvals.keys import Keys
+from gateway.state.approvals.records import ApprovalRecord, Status
+from gateway.state.connections import RedisClient, RedisPipeline
 
 _SWEEP_BATCH: Final = 500
 _SCAN_COUNT: Final = 500

@@ -28,9 +28,9 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from gateway.limits.model import LimitSpec
-from gateway.limits.script import CHECK_AND_SPEND, GIVE_BACK, PEEK
-from gateway.redisconn import RedisClient, RedisUnavailable, mapped_errors
+from gateway.config.limitspec import LimitSpec
+from gateway.state.connections import RedisClient, RedisUnavailable, mapped_errors
+from gateway.state.limits.script import CHECK_AND_SPEND, GIVE_BACK, PEEK
 
 TAG = "{lim}"
 log = logging.getLogger("capgate.limits")

@@ -19,15 +19,15 @@ from typing import Any, TypeAlias
 import grpc
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, types_pb2
-from gateway.approvals.convert import actor_from_proto, error_to_proto, to_proto
-from gateway.approvals.events import WatchGap
-from gateway.approvals.records import ApprovalRecord, Status
-from gateway.approvals.store import RedisApprovalStore
-from gateway.auth.base import AuthenticationFailed
-from gateway.drain import Drain
+from gateway.config.settings import Listener
 from gateway.errors import CapabilityError, Code
 from gateway.model import Actor
-from gateway.settings import Listener
+from gateway.pipeline.drain import Drain
+from gateway.state.approvals.convert import actor_from_proto, error_to_proto, to_proto
+from gateway.state.approvals.events import WatchGap
+from gateway.state.approvals.records import ApprovalRecord, Status
+from gateway.state.approvals.store import RedisApprovalStore
+from gateway.transport.auth.base import AuthenticationFailed
 
 Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 Authenticate: TypeAlias = Callable[[Context], Actor | Awaitable[Actor]]

@@ -11,9 +11,9 @@ import grpc
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc
 from gateway.audit.events import caller_text
-from gateway.call import Runtime
-from gateway.redisconn import RedisUnavailable
-from gateway.servicer import Stage1
+from gateway.pipeline.call import Runtime
+from gateway.state.connections import RedisUnavailable
+from gateway.transport.servicer import Stage1
 
 log = logging.getLogger("capgate.cache")
 

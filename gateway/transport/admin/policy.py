@@ -8,11 +8,11 @@ from typing import Any
 import grpc
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
-from gateway import discovery
-from gateway.call import Runtime
 from gateway.model import Actor
-from gateway.servicer import Stage1
-from gateway.snapshot import Snapshot
+from gateway.pipeline import discovery
+from gateway.pipeline.call import Runtime
+from gateway.pipeline.snapshot import Snapshot
+from gateway.transport.servicer import Stage1
 from policy import Phase
 
 

@@ -6,14 +6,14 @@ Upstreams verify actor tokens with the client package: `capgate_client.server.Ac
 (Go, TypeScript and Java have theirs). See docs/auth.md.
 """
 
-from gateway.auth.actor_token import ActorTokenSigner
-from gateway.auth.base import (
+from gateway.transport.auth.base import (
     AuthenticationFailed,
     Authenticator,
     build_authenticator,
     server_credentials,
     strip_capgate_metadata,
 )
+from gateway.upstream.actor_token import ActorTokenSigner
 
 __all__ = [
     "ActorTokenSigner",

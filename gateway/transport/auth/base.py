@@ -15,8 +15,8 @@ from typing import Final, Protocol, TypeAlias
 
 import grpc
 
+from gateway.config.settings import Listener
 from gateway.model import Actor
-from gateway.settings import Listener
 
 Metadata: TypeAlias = Sequence[tuple[str, str | bytes]]
 AuthContext: TypeAlias = Mapping[str, Sequence[bytes]]
@@ -96,9 +96,9 @@ def _client_ca_file(listener: Listener) -> str | None:
 def build_authenticator(listener: Listener) -> Authenticator:
     """The authenticator for `listener`, or `ValueError` for a combination §12 forbids."""
     # Imported here: each mode's module imports AuthenticationFailed from this one.
-    from gateway.auth.jwt import JwtAuthenticator  # noqa: PLC0415
-    from gateway.auth.local import AnonymousAuthenticator, TrustedLocalAuthenticator  # noqa: PLC0415
-    from gateway.auth.mtls import MtlsAuthenticator  # noqa: PLC0415
+    from gateway.transport.auth.jwt import JwtAuthenticator  # noqa: PLC0415
+    from gateway.transport.auth.local import AnonymousAuthenticator, TrustedLocalAuthenticator  # noqa: PLC0415
+    from gateway.transport.auth.mtls import MtlsAuthenticator  # noqa: PLC0415
 
     name = listener.name
     if listener.role == "admin" and listener.auth not in {"jwt", "mtls"}:
@@ -143,11 +143,12 @@ def server_credentials(listener: Listener) -> grpc.ServerCredentials | None:
         if listener.auth == "mtls" or ca_file is not None:
             raise ValueError(f"listener {listener.name!r}: mTLS needs a 'tls' section")
         return None
-    # Imported here: gateway.auth.tls pulls in cryptography's x509, only TLS listeners need it.
-    from gateway.auth.tls import RotatingCertificates  # noqa: PLC0415
+    # Imported here: gateway.transport.auth.tls pulls in cryptography's x509, only TLS listeners
+    # need it.
+    from gateway.transport.auth.tls import RotatingCertificates  # noqa: PLC0415
 
     # With a client CA, grpc verifies the client chain against it during the handshake;
     # MtlsAuthenticator relies on that (it reads identities, it does not verify). The files are
-    # re-read when they change, before the next handshake (gateway.auth.tls).
+    # re-read when they change, before the next handshake (gateway.transport.auth.tls).
     tls = listener.tls
     return RotatingCertificates(listener.name, tls.cert_file, tls.key_file, ca_file).credentials()

@@ -22,17 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, cast
 
-from gateway.auth import jws
-from gateway.auth.base import (
+from gateway.config.settings import JwtAuth
+from gateway.model import Actor
+from gateway.transport.auth.base import (
     AUTHENTICATED_KINDS,
     AuthContext,
     AuthenticationFailed,
     Metadata,
     metadata_values,
 )
-from gateway.auth.lru import LruCache
-from gateway.model import Actor
-from gateway.settings import JwtAuth
+from gateway.transport.auth.lru import LruCache
+from gateway.values import jws
 
 MAX_TOKEN_CHARS: Final = 8192  # far above real tokens; bounds parsing work per call
 DEFAULT_CACHE_ENTRIES: Final = 10_000

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from typing import Final
 
-from gateway.auth.base import (
+from gateway.config.settings import TrustedLocalAuth
+from gateway.model import ANONYMOUS, Actor
+from gateway.transport.auth.base import (
     AUTHENTICATED_KINDS,
     AuthContext,
     AuthenticationFailed,
     Metadata,
     metadata_values,
 )
-from gateway.model import ANONYMOUS, Actor
-from gateway.settings import TrustedLocalAuth
 
 ACTOR_ID: Final = "x-capgate-actor-id"
 ACTOR_KIND: Final = "x-capgate-actor-kind"

@@ -18,10 +18,15 @@ from typing import Final, TypeAlias
 
 from cryptography import x509
 
-from gateway.auth.base import AUTHENTICATED_KINDS, AuthContext, AuthenticationFailed, Metadata
-from gateway.auth.lru import LruCache
+from gateway.config.settings import MtlsAuth
 from gateway.model import Actor
-from gateway.settings import MtlsAuth
+from gateway.transport.auth.base import (
+    AUTHENTICATED_KINDS,
+    AuthContext,
+    AuthenticationFailed,
+    Metadata,
+)
+from gateway.transport.auth.lru import LruCache
 
 SPIFFE_SCHEME: Final = "spiffe://"
 _PEM_CACHE_ENTRIES: Final = 1024

@@ -17,9 +17,10 @@ import asyncio
 from typing import Final
 
 from capgate.v1 import gateway_pb2, types_pb2
-from gateway import envelope, pipeline
-from gateway.call import Call, Runtime
 from gateway.errors import CapabilityError, Code, not_found
+from gateway.pipeline import envelope
+from gateway.pipeline import runner as pipeline
+from gateway.pipeline.call import Call, Runtime
 from gateway.upstream.call import rerun_safe
 
 

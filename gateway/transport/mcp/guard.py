@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from gateway.settings import McpSettings
+from gateway.config.settings import McpSettings
 
 WELL_KNOWN: Final = "/.well-known/oauth-protected-resource"
 LOOPBACK_NAMES: Final = ("localhost", "127.0.0.1", "[::1]")

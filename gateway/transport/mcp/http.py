@@ -1,5 +1,5 @@
 """MCP Streamable HTTP: the one endpoint (POST, DELETE, and GET for a session's notification
-stream when sessions live in Redis, gateway/mcp/notify.py; else GET answers 405) and the
+stream when sessions live in Redis, gateway/transport/mcp/notify.py; else GET answers 405) and the
 RFC 9728 metadata, as a small ASGI app.
 
 Each request passes, in this order: Host allow-list (421), path, Origin (403 unless the
@@ -10,8 +10,8 @@ integers: §12), the message, the `MCP-Protocol-Version` header (400 when not sp
 sessions) and the session (400 without one, 404 unknown or another actor's). Only then
 does the handler run. A request's answer is JSON or, when the client prefers it, one SSE event.
 
-A request runs in a task of its own (gateway/mcp/inflight.py, ADR 0039) that its caller can
-cancel: by going away, or in the handshake era by `notifications/cancelled` on its session.
+A request runs in a task of its own (gateway/transport/mcp/inflight.py, ADR 0039) that its caller
+can cancel: by going away, or in the handshake era by `notifications/cancelled` on its session.
 One error boundary, here: whatever the handler raises besides a JSON-RPC error is answered
 `-32603 "Internal error."` (HTTP 500; with the request's id once it is known), and the
 listener keeps serving.
@@ -28,13 +28,16 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from gateway.auth.base import AuthenticationFailed, Authenticator, build_authenticator
-from gateway.drain import Drain
+from gateway.config.settings import Listener, McpSettings
 from gateway.errors import CapabilityError
-from gateway.jsonvalue import parse_json
-from gateway.mcp import guard, modern, notify
-from gateway.mcp.inflight import InFlight
-from gateway.mcp.jsonrpc import (
+from gateway.model import Actor, Limits
+from gateway.pipeline.drain import Drain
+from gateway.state.mcp_sessions import Session, SessionsFull, SessionStore, SessionsUnavailable
+from gateway.telemetry import tracing
+from gateway.transport.auth.base import AuthenticationFailed, Authenticator, build_authenticator
+from gateway.transport.mcp import guard, modern, notify
+from gateway.transport.mcp.inflight import InFlight
+from gateway.transport.mcp.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     PARSE_ERROR,
@@ -46,7 +49,7 @@ from gateway.mcp.jsonrpc import (
     request_id,
     result,
 )
-from gateway.mcp.protocol import (
+from gateway.transport.mcp.protocol import (
     BATCH_VERSIONS,
     SERVER_INFO,
     SESSIONLESS,
@@ -54,11 +57,8 @@ from gateway.mcp.protocol import (
     McpHandler,
     Reply,
 )
-from gateway.mcp.sessions import Session, SessionsFull, SessionStore, SessionsUnavailable
-from gateway.mcp.streams import StreamSlots
-from gateway.model import Actor, Limits
-from gateway.settings import Listener, McpSettings
-from gateway.telemetry import tracing
+from gateway.transport.mcp.streams import StreamSlots
+from gateway.values.jsonvalue import parse_json
 
 log = logging.getLogger("capgate.mcp")
 
@@ -214,7 +214,7 @@ class McpApp:
         self._scheme = scheme
         self._limits = limits
         self._events = events
-        self._drain = drain  # a shutdown ends the GET streams (gateway/drain.py)
+        self._drain = drain  # a shutdown ends the GET streams (gateway/pipeline/drain.py)
         self._slots = StreamSlots()
         self._inflight = InFlight()
         self._allow = "GET, POST, DELETE, OPTIONS" if events is not None else _ALLOW
@@ -327,7 +327,7 @@ class McpApp:
         return Response(None, 204)
 
     async def _get(self, request: Request, actor: Actor) -> Response:
-        """The session's notification stream (gateway/mcp/notify.py), resumable."""
+        """The session's notification stream (gateway/transport/mcp/notify.py), resumable."""
         assert self._events is not None
         if not accepts_sse(request.headers.get("accept")):
             return _fail(406, "Not Acceptable: accept text/event-stream.")
@@ -515,8 +515,8 @@ class McpApp:
     async def _post_modern(
         self, request: Request, actor: Actor, message: Message, encoding: Encoding
     ) -> Response:
-        """One request of the stateless era (gateway/mcp/modern.py): no session, the version
-        and capabilities in `_meta`, headers that must agree with the body."""
+        """One request of the stateless era (gateway/transport/mcp/modern.py): no session, the
+        version and capabilities in `_meta`, headers that must agree with the body."""
         requested = request.headers.get(modern.VERSION_HEADER, "")
         if message.kind != "request":
             # No client notification means anything in this era; one at a version not spoken

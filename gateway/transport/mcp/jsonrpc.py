@@ -1,6 +1,6 @@
 """JSON-RPC 2.0 messages as MCP uses them: one message per POST (batches, which only
-2025-03-26 sessions may send, are split by gateway/mcp/http.py), ids are strings or integers,
-and every error has a fixed, value-free message."""
+2025-03-26 sessions may send, are split by gateway/transport/mcp/http.py), ids are strings or
+integers, and every error has a fixed, value-free message."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from gateway.mcp.jsonrpc import (
+from gateway.transport.mcp.jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,

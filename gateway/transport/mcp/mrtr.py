@@ -34,8 +34,8 @@ from typing import Any, Final
 
 import orjson
 
-from gateway.mcp.jsonrpc import INVALID_PARAMS, RpcError
-from gateway.mcp.modern import CLIENT_CAPABILITIES_KEY
+from gateway.transport.mcp.jsonrpc import INVALID_PARAMS, RpcError
+from gateway.transport.mcp.modern import CLIENT_CAPABILITIES_KEY
 
 INPUT_KEY: Final = "capgate_approval"
 INVALID_STATE: Final = RpcError(INVALID_PARAMS, "Invalid requestState.")

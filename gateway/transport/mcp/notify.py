@@ -22,8 +22,8 @@ from typing import Any, Final
 
 import orjson
 
-from gateway.mcp.sessions import Identity, RedisSessions, SessionsUnavailable
-from gateway.redisconn import RedisUnavailable, mapped_errors
+from gateway.state.connections import RedisUnavailable, mapped_errors
+from gateway.state.mcp_sessions import Identity, RedisSessions, SessionsUnavailable
 
 MAX_WATCHED: Final = 32
 MAX_EVENTS: Final = 64

@@ -1,13 +1,13 @@
 """The MCP methods of one listener, on top of the same pipelines as gRPC (stages 2-15).
-Every `tools/call` enters a pipeline (gateway/mcp/execute.py): a name that is no tool here and
-an approval id that is unknown are audited like gRPC's Invoke and Resume of them (SI-8).
+Every `tools/call` enters a pipeline (gateway/transport/mcp/execute.py): a name that is no tool here
+and an approval id that is unknown are audited like gRPC's Invoke and Resume of them (SI-8).
 
 `initialize` negotiates the version and opens a session; `tools/list` is Describe for the
 listener's surface; `tools/call` is Invoke; `capgate_approval_status` checks or resumes the
 caller's own approval (Resume; nothing here can decide one); `ping`; and `server/discover`
 lists both eras' versions. Stateless 2026-07-28 requests reach the same methods without a
-session (gateway/mcp/modern.py), where `initialize` and `ping` no longer exist (ADR 0010). The
-actor always comes from the listener's authentication (SI-3) and the surface from the listener
+session (gateway/transport/mcp/modern.py), where `initialize` and `ping` no longer exist (ADR 0010).
+The actor always comes from the listener's authentication (SI-3) and the surface from the listener
 (SI-2).
 """
 
@@ -20,22 +20,23 @@ from importlib import metadata as importlib_metadata
 from typing import Any, Final
 
 from capgate.v1 import types_pb2
-from gateway import discovery, pipeline
-from gateway.approvals.convert import to_proto
-from gateway.approvals.records import ApprovalRecord
-from gateway.call import Call, Runtime
-from gateway.envelope import error_proto
+from gateway.config.mcpnames import APPROVAL_TOOL, ToolTable, build_table, tool_name
+from gateway.config.settings import Listener, McpSettings
 from gateway.errors import CapabilityError, Code, InputIssue
-from gateway.jsonvalue import dumps
-from gateway.mcp import execute, mrtr, tools
-from gateway.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, Message, RpcError
-from gateway.mcp.modern import MODERN_VERSIONS
-from gateway.mcp.names import APPROVAL_TOOL, ToolTable, build_table, tool_name
-from gateway.mcp.sessions import SessionStore
 from gateway.model import Actor
-from gateway.settings import Listener, McpSettings
-from gateway.snapshot import Snapshot
-from gateway.validation import UNEXPECTED_PROPERTY, pointer
+from gateway.pipeline import discovery
+from gateway.pipeline import runner as pipeline
+from gateway.pipeline.call import Call, Runtime
+from gateway.pipeline.envelope import error_proto
+from gateway.pipeline.snapshot import Snapshot
+from gateway.state.approvals.convert import to_proto
+from gateway.state.approvals.records import ApprovalRecord
+from gateway.state.mcp_sessions import SessionStore
+from gateway.transport.mcp import execute, mrtr, tools
+from gateway.transport.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, Message, RpcError
+from gateway.transport.mcp.modern import MODERN_VERSIONS
+from gateway.values.jsonvalue import dumps
+from gateway.values.validation import UNEXPECTED_PROPERTY, pointer
 
 log = logging.getLogger("capgate.mcp")
 
@@ -111,7 +112,8 @@ class McpHandler:
         self, message: Message, actor: Actor, *, traceparent: str = "", stateless: bool = False
     ) -> Reply:
         """One request's result; `RpcError` for JSON-RPC errors. `stateless`: a 2026-07-28
-        request (gateway/mcp/modern.py), where the handshake and `ping` no longer exist."""
+        request (gateway/transport/mcp/modern.py), where the handshake and `ping` no longer
+        exist."""
         method = message.method
         if stateless and method in _HANDSHAKE_ONLY:
             raise RpcError(METHOD_NOT_FOUND, "Method not found.")

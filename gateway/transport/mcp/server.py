@@ -18,21 +18,21 @@ from typing import Any
 
 import uvicorn
 
-from gateway.auth.base import build_authenticator
-from gateway.auth.tls import CertificateFiles
-from gateway.call import Runtime
-from gateway.mcp import guard, mrtr, notify
-from gateway.mcp.http import McpApp
-from gateway.mcp.protocol import McpHandler
-from gateway.mcp.sessions import (
+from gateway.config.settings import Listener, McpSettings, Settings
+from gateway.model import Limits
+from gateway.pipeline.call import Runtime
+from gateway.pipeline.snapshot import Snapshot
+from gateway.state.mcp_sessions import (
     MAX_SESSIONS_PER_ACTOR,
     LocalSessions,
     RedisSessions,
     SessionStore,
 )
-from gateway.model import Limits
-from gateway.settings import Listener, McpSettings, Settings
-from gateway.snapshot import Snapshot
+from gateway.transport.auth.base import build_authenticator
+from gateway.transport.auth.tls import CertificateFiles
+from gateway.transport.mcp import guard, mrtr, notify
+from gateway.transport.mcp.http import McpApp
+from gateway.transport.mcp.protocol import McpHandler
 
 log = logging.getLogger("capgate.mcp")
 

@@ -19,9 +19,9 @@ from typing import Any, Final
 import orjson
 
 from capgate.v1 import gateway_pb2, types_pb2
-from gateway.mcp.jsonrpc import UNKNOWN_TOOL
-from gateway.mcp.names import APPROVAL_TOOL
+from gateway.config.mcpnames import APPROVAL_TOOL
 from gateway.model import Capability
+from gateway.transport.mcp.jsonrpc import UNKNOWN_TOOL
 
 META: Final = "dev.capgate/"  # our `_meta` key prefix (reverse-DNS, as the spec asks)
 _NOT_FOUND: Final = types_pb2.ERROR_CODE_CAPABILITY_NOT_FOUND

@@ -5,8 +5,8 @@
 
 Every expected canonical form below is written by hand, from RFC 8785 (its own examples are
 taken verbatim: §3.2.2, §3.2.3 and Appendix B) and ECMAScript's Number::toString; the gateway's
-`gateway.canonical` is never asked. This script only adds the SHA-256 of each canonical form and
-checks that each number's input text is the IEEE 754 double it names. Format: README.md.
+`gateway.values.canonical` is never asked. This script only adds the SHA-256 of each canonical form
+and checks that each number's input text is the IEEE 754 double it names. Format: README.md.
 """
 
 from __future__ import annotations
