@@ -13,10 +13,13 @@ all: test
 
 include helm/Makefile.inc
 
+# setuptools warns "Editable installation." (a banner per package) at every editable install of
+# a flat layout, and pip shows a local project's build warnings: informational, never an error.
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	@test -x $(PY) || $(PY_SYS) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev]" -e "clients/python[server]"
+	PYTHONWARNINGS="ignore:Editable installation" \
+	  $(PY) -m pip install -q -e ".[dev]" -e "clients/python[server]"
 	@touch $(STAMP)
 
 venv: $(STAMP)

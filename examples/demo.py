@@ -4,14 +4,21 @@ redacted, denied, concealed, invalid input, timeout, a governance hook's context
 approval (examples/hooks), and the approval flow with a self-approval refused, and the same
 governance over MCP (Streamable HTTP); then an existing MCP server
 (examples/mcp_upstream) governed with a policy and an approval. Exits 0 when every step behaved as
-documented. `DEMO_HOLD=1` keeps everything running
-and prints the addresses and a caller credential.
+documented. `DEMO_HOLD=1` keeps everything running, leaves a refund waiting for a manager
+and prints the addresses, credentials and the commands that approve and resume it.
+
+The gateways' logs go to gateway.log files and the in-process servers' (the example upstream,
+the hook, the MCP server, the inbox) to servers.log, all in the run directory the demo names:
+its own output stays readable.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
+import logging
 import os
 import secrets
 import signal
@@ -121,6 +128,11 @@ BOB = ("bob", ["manager", "approver"])
 CAROL = ("carol", ["manager", "approver", "agent", "support"])
 DAVE = ("dave", ["agent"])
 CUSTOMERS = {"alice": "c-1", "dave": "c-2"}
+
+# The refund DEMO_HOLD leaves waiting for a manager: over the 500 approval threshold, and within
+# what o-1001 (2,500.00) has left after the script's refunds of 25 and 750, so approving and
+# resuming it completes. The two chairs on that order cost 601.00.
+HELD_REFUND = {"order_id": "o-1001", "amount": 601, "reason": "both chairs arrived broken"}
 
 
 async def cached_read(demo: Demo) -> None:
@@ -457,11 +469,7 @@ async def hold_inbox(demo: Demo) -> Any:
         running = await start_inbox(settings)
     except (OSError, SystemExit):  # the port is taken: any free one will do
         running = await start_inbox(replace(settings, listen="127.0.0.1:0"))
-    waiting = await demo.invoke(
-        ALICE,
-        "orders.refund",
-        {"order_id": "o-1002", "amount": 1200, "reason": "parcel lost in transit"},
-    )
+    waiting = await demo.invoke(ALICE, "orders.refund", HELD_REFUND)
     approval = waiting.approval_required.approval
     print(f"\n  approver inbox: {running.url}/  (sign in with bob's token below)")
     print(
@@ -469,8 +477,8 @@ async def hold_inbox(demo: Demo) -> Any:
         f"{demo.token('bob', ['manager', 'approver'], 'capgate-inbox', 3600)}"
     )
     print(f"  waiting for a decision there: {running.url}/approvals/{approval.id}")
-    print(f"  after approving, alice resumes with approval id {approval.id}")
     print_cli(demo, approval.id, approval.input_hash)
+    print_resume(demo, approval.id)
     return running
 
 
@@ -502,9 +510,41 @@ def print_cli(demo: Demo, approval_id: str, input_hash: str) -> None:
         print(f"    {capgate} audit tail --redis-url {demo.redis_url} --capability orders.refund")
 
 
+def print_resume(demo: Demo, approval_id: str) -> None:
+    """The requester's side once the refund is approved: alice resumes it (capgate_client, which
+    `make demo` installs), and the refund runs once."""
+    python = Path(sys.executable)
+    with contextlib.suppress(ValueError):  # the venv's python as a path from here, when it is
+        python = python.relative_to(Path.cwd())
+    agents = f"127.0.0.1:{demo.ports['agents']}"
+    print("\n  Once it is approved, alice resumes it and the refund runs (once, however often):")
+    print(f"    export TOKEN={demo.token(*ALICE, lifetime=3600)}")
+    print(
+        f"    {python} -c 'import os, capgate_client as c; "
+        f'print(c.Client("{agents}", token=os.environ["TOKEN"]).resume("{approval_id}"))\''
+    )
+
+
+def log_servers_to(path: Path) -> None:
+    """Send the in-process servers' logs (the example upstream, the hook, the MCP server, the
+    inbox) and Python warnings to a file, so that the demo's output is only its own. A root
+    handler set first also keeps the MCP SDK from adding its console handler (it configures
+    logging with basicConfig, which does nothing once the root logger has a handler)."""
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    logging.captureWarnings(True)
+
+
 async def main() -> int:
     hold = os.environ.get("DEMO_HOLD") == "1"
+    # Line by line even into a pipe: the held demo's commands must show up while it waits.
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)
     run_dir = Path(tempfile.mkdtemp(prefix="capgate-demo-"))
+    log_servers_to(run_dir / "servers.log")
     secret = os.environ.get("CAPGATE_DEMO_JWT_SECRET") or secrets.token_urlsafe(32)
     orders, orders_port = await serve_orders("127.0.0.1:0")
     hooks, _ = await serve_hooks(f"unix://{run_dir}/hooks.sock")  # the standing hook
@@ -549,12 +589,17 @@ async def main() -> int:
             f"mcp http://127.0.0.1:{ports['mcp']}/mcp, "
             f"local unix:{run_dir}/capgate.sock; upstream orders 127.0.0.1:{orders_port}"
         )
+        print(
+            f"logs: {run_dir}/gateway.log (the gateway and its audit trail), "
+            f"{run_dir}/servers.log (the example upstream, the hook, the MCP server, the inbox)"
+        )
         demo = Demo(secret, ports, f"{run_dir}/capgate.sock", ready_info.get("redis_url", ""))
         await script(demo)
         mcp_url = f"http://127.0.0.1:{ports['mcp']}/mcp"
         await mcp_script(demo, mcp_url)
         demo.failures += await desk_script(secret, run_dir)
         print(f"\nAudit trail (JSON lines, no payloads): {run_dir / 'gateway.log'}")
+        print(f"The MCP-upstream gateway's log and audit trail: {run_dir / 'desk' / 'gateway.log'}")
         if demo.failures:
             print(f"\nDEMO FAILED: {demo.failures}", file=sys.stderr)
             return 1
@@ -574,6 +619,11 @@ async def main() -> int:
             print(
                 "  approver credential (bob, admin listener): "
                 f"{demo.token('bob', ['manager', 'approver'], 'capgate-admin', 3600)}"
+            )
+            print('  for the "Try it" snippets of README.md and docs/mcp.md, in your shell:')
+            print(
+                f"    export TOKEN={demo.token(*ALICE, lifetime=3600)} "
+                f"MCP_TOKEN={demo.token(*ALICE, mcp_url, 3600)}"
             )
             inbox = await hold_inbox(demo)
             stop = asyncio.Event()
