@@ -22,12 +22,11 @@ import grpc
 import uvloop
 
 from bench import fixtures
-from gateway.audit.events import build
 from gateway.audit.sinks import RedisStreamSink
 from gateway.config.loader import load_settings
-from gateway.config.settings import ActorTokenSettings
 from gateway.pipeline.call import Call, Runtime
 from gateway.pipeline.envelope import completed
+from gateway.pipeline.events import build
 from gateway.pipeline.snapshot import build_snapshot
 from gateway.pipeline.stages.policies import (
     evaluate_execution_policies,
@@ -36,8 +35,8 @@ from gateway.pipeline.stages.policies import (
 from gateway.state.connections import connect
 from gateway.state.embedded import RedisProcess
 from gateway.telemetry import metrics
-from gateway.transport.auth.base import build_authenticator
-from gateway.upstream.actor_token import ActorTokenSigner
+from gateway.transport.auth.listeners import build_authenticator
+from gateway.upstream.actor_token import ActorTokenSettings, ActorTokenSigner
 from gateway.upstream.channels import ChannelPool
 from gateway.values.jsonvalue import dumps, parse_json, scan
 from policy import Phase

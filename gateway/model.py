@@ -10,8 +10,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gateway.upstream.httpspec import HttpRoute
-
 Surface = str  # e.g. "direct", "agent", "mcp", "workflow" — fixed by the listener (SI-2)
 SideEffect = Literal["none", "read", "write", "destructive"]
 Risk = Literal["low", "medium", "high", "critical"]
@@ -101,6 +99,32 @@ class CacheSpec:
     scope: Literal["actor", "shared", "key"] = "actor"
     key: str = ""  # the scope key expression when scope == "key"
     max_bytes: int = 65536
+
+
+@dataclass(frozen=True, slots=True)
+class PathPart:
+    """One path segment of a template: a literal (already valid in a URL) or a placeholder."""
+
+    literal: str = ""
+    name: str = ""  # the input property that fills the segment, when a placeholder
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRoute:
+    """The `http` block of a capability served by a `kind: http` upstream."""
+
+    method: str  # GET, POST, PUT, PATCH, DELETE
+    path: tuple[PathPart, ...]  # parsed from the template, e.g. /orders/{order_id}
+    template: str
+    query: tuple[str, ...] = ()  # input properties sent as query parameters (when present)
+    body: Literal["none", "input"] = "none"
+    # 4xx statuses whose body is the upstream's public message (EXECUTION_FAILED, exposed).
+    contract_errors: frozenset[int] = frozenset()
+
+    @property
+    def bound(self) -> frozenset[str]:
+        """Input properties that go into the URL (path placeholders and query)."""
+        return frozenset({p.name for p in self.path if p.name} | set(self.query))
 
 
 @dataclass(frozen=True, slots=True)

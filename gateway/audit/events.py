@@ -27,20 +27,17 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from capgate.v1 import types_pb2
-from gateway.errors import TABLE, CapabilityError, Code, Event
+from gateway.errors import CapabilityError, Event
 from gateway.upstream.state import UPSTREAM_STATUS_KEY
 
 if TYPE_CHECKING:
-    from capgate.v1 import gateway_pb2
     from gateway.config.settings import AuditSettings
     from gateway.model import Actor
-    from gateway.pipeline.call import Call
     from gateway.state.approvals.records import ApprovalRecord
-    from policy import Evaluation
 
 MAX_TEXT: Final = 256
 # google.rpc.ErrorInfo.reason is a constant like ORDER_NOT_FOUND; anything else is not kept.
-_MACHINE_REASON: Final = re.compile(r"[A-Z][A-Z0-9_]{0,62}")
+MACHINE_REASON: Final = re.compile(r"[A-Z][A-Z0-9_]{0,62}")
 # Letters and marks that render as nothing (Hangul fillers, braille blank, variation selectors).
 _BLANK: Final = frozenset(
     (0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFFA0, 0x2800, *range(0xFE00, 0xFE10))
@@ -48,7 +45,7 @@ _BLANK: Final = frozenset(
 
 
 # Fields a stage may pass to `build` that hold a caller's string.
-_CALLER_KEYS: Final = frozenset({"approval_id", "capability_id", "correlation_id", "reason"})
+CALLER_KEYS: Final = frozenset({"approval_id", "capability_id", "correlation_id", "reason"})
 
 
 def _escaped(char: str) -> str | None:
@@ -78,7 +75,7 @@ def caller_text(value: str, limit: int = MAX_TEXT) -> str:
     return "".join(out)
 
 
-_STATES: Final[dict[int, str]] = {
+STATES: Final[dict[int, str]] = {
     types_pb2.EXECUTION_STATE_NOT_STARTED: "NOT_STARTED",
     types_pb2.EXECUTION_STATE_COMPLETED: "COMPLETED",
     types_pb2.EXECUTION_STATE_UNKNOWN: "UNKNOWN",
@@ -121,53 +118,10 @@ def hasher_for(settings: AuditSettings) -> InputHasher | None:
     return found
 
 
-def _input_hmac(call: Call) -> tuple[str, str] | None:
-    """The HMAC of the call's current input, computed once per input object."""
-    value = call.input
-    if value is None:
-        return None
-    if call.input_hmac is not None and call.input_hmac_of is value:
-        return call.input_hmac
-    hasher = hasher_for(call.snapshot.settings.audit)
-    if hasher is None:
-        return None
-    try:
-        digest = (hasher.digest(value), hasher.key_id)
-    except TypeError:
-        return None
-    call.input_hmac, call.input_hmac_of = digest, value
-    return digest
-
-
-def _stance_list(ev: Evaluation | None, phase: str) -> list[dict[str, Any]]:
-    if ev is None:
-        return []
-    return [
-        {
-            "policy": s.policy,
-            "phase": phase,
-            "mode": s.mode,
-            "effect": None if s.effect is None else s.effect.name.lower().replace("_", "-"),
-            "rule": s.rule,
-            "error": caller_text(s.error) if s.error else None,
-        }
-        for s in ev.stances
-    ]
-
-
-def stances(call: Call) -> list[dict[str, Any]]:
-    """Each evaluated policy's stance (effect None = abstained) of every phase that ran so far:
-    the invocation phase (stage 7, or its re-evaluation on Resume) then the execution phase
-    (stage 9), each marked with its `phase`; error text is bounded."""
-    return _stance_list(call.evaluation, "invocation") + _stance_list(
-        call.execution_evaluation, "execution"
-    )
-
-
 _SECOND: list[Any] = [-1, ""]  # the last formatted second: events of one second share it
 
 
-def _time(now: float) -> str:
+def format_time(now: float) -> str:
     """RFC 3339 UTC with milliseconds, as `isoformat(timespec="milliseconds")` writes it, at a
     fifth of its cost (three events a call)."""
     second = int(now)
@@ -175,40 +129,6 @@ def _time(now: float) -> str:
         _SECOND[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
         _SECOND[0] = second
     return f"{_SECOND[1]}.{int((now - second) * 1000):03d}+00:00"
-
-
-def build(name: str, call: Call, now: float, **fields: Any) -> dict[str, Any]:
-    actor = call.actor
-    event: dict[str, Any] = {
-        "event": name,
-        "event_id": f"{call.execution_id}:{name}:{call.attempts}",
-        "time": _time(now),
-        "execution_id": call.execution_id,
-        "capability_id": caller_text(call.capability_id),
-        "surface": call.surface,
-        "actor_id": caller_text(actor.id) if actor else None,
-        "actor_issuer": caller_text(actor.issuer) if actor else None,
-        "actor_kind": actor.kind if actor else None,
-        "revision": call.snapshot.revision,
-    }
-    if call.correlation_id:
-        event["correlation_id"] = caller_text(call.correlation_id)
-    if call.approval_id:
-        event["approval_id"] = caller_text(call.approval_id)
-    digest = _input_hmac(call)
-    if digest is not None:
-        event["input_hmac"], event["input_hmac_key_id"] = digest
-    event["execution_state"] = _STATES.get(call.state, "NOT_STARTED")
-    if call.hook_calls:
-        event["hooks"] = list(call.hook_calls)  # name, call, decision, duration, error (ADR 0027)
-    if call.input_update is not None:
-        event["input_update"] = call.input_update  # the hooks that changed it, both hashes
-    event.update(fields)
-    for key in _CALLER_KEYS.intersection(fields):  # a stage passing a caller's string on
-        value = fields[key]
-        if isinstance(value, str):
-            event[key] = caller_text(value)
-    return event
 
 
 def discovered_event(
@@ -227,7 +147,7 @@ def discovered_event(
     return {
         "event": name,
         "event_id": f"{execution_id}:{name}:0",
-        "time": _time(now),
+        "time": format_time(now),
         "execution_id": execution_id,
         "surface": surface,
         "actor_id": caller_text(actor.id),
@@ -248,84 +168,6 @@ def reason_of(err: CapabilityError) -> str | None:
     return caller_text(err.reason) if err.reason else None
 
 
-def failure_fields(call: Call, err: CapabilityError, duration_ms: float) -> dict[str, Any]:
-    """The fields of a terminal denied/failed/cancelled event."""
-    fields: dict[str, Any] = {
-        "code": err.code.value,
-        "stage": err.spec.stage,
-        "outcome": err.spec.kind.value,
-        "attempt": call.attempts,
-        "duration_ms": duration_ms,
-    }
-    reason = reason_of(err)
-    if reason:
-        fields["reason"] = reason  # the true reason, even when the caller saw not-found (SI-8)
-    if err.concealed:
-        fields["concealed"] = True
-    if err.executed:
-        fields["executed_before_failure"] = True
-    if call.cache == "hit":  # the output came from the cache: nothing was sent (docs/cache.md)
-        fields["cache"] = "hit"
-    contract = err.details.get("contract_reason")
-    if isinstance(contract, str) and _MACHINE_REASON.fullmatch(contract):
-        fields["contract_reason"] = contract
-    if call.upstream_s:
-        fields["upstream_ms"] = round(call.upstream_s * 1000, 3)
-    fields["stances"] = stances(call)  # every terminal event: each stance of each phase run
-    return fields
-
-
-def completion_fields(call: Call, duration_ms: float) -> dict[str, Any]:
-    fields: dict[str, Any] = {
-        "outcome": "completed",
-        "attempt": call.attempts,
-        "duration_ms": duration_ms,
-    }
-    if call.upstream_s:
-        fields["upstream_ms"] = round(call.upstream_s * 1000, 3)
-    if call.cache:
-        fields["cache"] = call.cache  # hit | miss, capabilities with a cache (docs/cache.md)
-    fields["stances"] = stances(call)
-    return fields
-
-
-def replay_event(
-    call: Call, stored: gateway_pb2.ExecutionResult, source: str, now: float, duration_ms: float
-) -> dict[str, Any]:
-    """The terminal event of an execution answered by a stored envelope (an idempotent repeat,
-    a repeated Resume): the event that envelope's outcome ends in (completed, or the error
-    table's event for its code), marked `replayed` with `replay_of` (the execution that ran)
-    and `replay_source`. `execution_state` and `executed_before_failure` are the stored
-    outcome's — what the answer says about the effect; this execution sent nothing upstream."""
-    kind = stored.WhichOneof("outcome")
-    fields: dict[str, Any] = {
-        "outcome": kind or "unknown",
-        "attempt": call.attempts,
-        "duration_ms": duration_ms,
-        "replayed": True,
-        "replay_of": caller_text(stored.execution_id),
-        "replay_source": source,
-        "execution_state": _STATES.get(stored.execution_state, "UNKNOWN"),
-    }
-    name: str = Event.COMPLETED
-    if kind in ("failed", "cancelled"):
-        error = stored.failed if kind == "failed" else stored.cancelled
-        try:
-            code = Code(types_pb2.ErrorCode.Name(error.code).removeprefix("ERROR_CODE_"))
-        except ValueError:  # stored by a build that knew a code this one does not
-            name = Event.CANCELLED if kind == "cancelled" else Event.FAILED
-            fields.update(code=f"ERROR_CODE_{error.code}", stage=error.stage[:MAX_TEXT])
-        else:
-            name = TABLE[code].event
-            fields.update(code=code.value, stage=error.stage[:MAX_TEXT])
-        if error.executed_before_failure:
-            fields["executed_before_failure"] = True
-    elif kind != "completed":
-        name = Event.FAILED  # a stored envelope is always an outcome; anything else is a fault
-    fields["stances"] = stances(call)
-    return build(name, call, now, **fields)
-
-
 def approval_event(kind: str, record: ApprovalRecord, now: float, revision: str) -> dict[str, Any]:
     """`capability.approved` / `.rejected` / `.approval_expired` for one approval transition.
 
@@ -336,7 +178,7 @@ def approval_event(kind: str, record: ApprovalRecord, now: float, revision: str)
     event: dict[str, Any] = {
         "event": name.value,
         "event_id": f"{record.id}:{name.value}",
-        "time": _time(now),
+        "time": format_time(now),
         "execution_id": record.requesting_execution_id,
         "approval_id": caller_text(record.id),
         "capability_id": caller_text(record.capability_id),

@@ -34,7 +34,7 @@ from gateway.config.schema import config_schema
 from gateway.errors import CapabilityError
 from gateway.process.load import Loaded, load_everything
 from gateway.upstream.channels import ChannelPool
-from gateway.upstream.http import HttpClients
+from gateway.upstream.httpclient import HttpClients
 from gateway.upstream.mcpcall import draft_tool_capabilities
 from gateway.upstream.mcpclient import McpClient, McpProtocolError
 from gateway.upstream.openapi import draft_capabilities

@@ -13,7 +13,7 @@ from gateway.cli.args import redact, run_entry
 # `capgate policy ...` never pays for the gateway's gRPC imports.
 _GROUPS: dict[str, tuple[str, str]] = {
     "policy": ("gateway.cli.policy", "author tools: check, test, explain CEL policies"),
-    "serve": ("gateway.process.serve", "run the gateway"),
+    "serve": ("gateway.cli.serve", "run the gateway"),
     "config": ("gateway.cli.config", "check a gateway config"),
     "approvals": ("gateway.cli.approvals", "list, show, approve, reject, watch approvals"),
     "audit": ("gateway.cli.audit", "tail or query the audit stream"),

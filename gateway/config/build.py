@@ -22,7 +22,6 @@ from gateway.config.limits import build_limits
 from gateway.config.mcp import mcp_settings
 from gateway.config.revision import SHORT_HASH
 from gateway.config.settings import (
-    ActorTokenSettings,
     ApprovalSettings,
     AuditSettings,
     CacheSettings,
@@ -38,7 +37,6 @@ from gateway.config.settings import (
     TelemetrySettings,
     TlsSettings,
     TrustedLocalAuth,
-    Upstream,
     Webhook,
 )
 from gateway.model import (
@@ -50,6 +48,8 @@ from gateway.model import (
     RedactSpec,
     RetrySpec,
 )
+from gateway.upstream.actor_token import ActorTokenSettings
+from gateway.upstream.spec import Upstream
 from gateway.values.canonical import canonical_json
 
 Spec = dict[str, tuple[str, Callable[[Any], Any]]]

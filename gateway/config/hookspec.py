@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from capgate.v1 import hook_pb2_grpc
 from policy.globs import compile_globs
 
 HookCall = Literal["pre_invoke", "post_invoke", "post_failure"]
@@ -41,3 +42,24 @@ class HookSpec:
 def context_types(hooks: Sequence[HookSpec]) -> dict[str, dict[str, str]]:
     """hook name -> attribute -> type: what the policy checker declares as `hooks`."""
     return {h.name: dict(h.context) for h in hooks if "pre_invoke" in h.calls}
+
+
+@dataclass(frozen=True, slots=True)
+class BoundHook:
+    """A hook spec with the stub of its (pooled) channel, made once per snapshot (the snapshot
+    holds these; gateway/pipeline/hookcalls.py calls them)."""
+
+    spec: HookSpec
+    stub: hook_pb2_grpc.HookStub
+
+
+@dataclass(frozen=True, slots=True)
+class CapabilityHooks:
+    """The hooks that apply to one capability, per RPC, in config order."""
+
+    pre: tuple[BoundHook, ...] = ()
+    post: tuple[BoundHook, ...] = ()
+    failure: tuple[BoundHook, ...] = ()
+
+
+NO_HOOKS = CapabilityHooks()

@@ -20,7 +20,8 @@ from urllib.parse import urlsplit
 from gateway.config.context import Ctx, mapping, text
 from gateway.config.problems import PathParts
 from gateway.config.source import LDict
-from gateway.upstream.httpspec import BODY_METHODS, HttpRoute, HttpUpstream, parse_template
+from gateway.model import HttpRoute
+from gateway.upstream.httpspec import BODY_METHODS, HttpUpstream, parse_template
 from gateway.upstream.mcpspec import McpUpstream, OAuthClient
 
 __all__ = [

@@ -12,6 +12,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
 from gateway.config.context import Ctx, check_port, is_unix, items, mapping, plain, text
+from gateway.config.jwtkeys import load_keys
 from gateway.config.mcp import check_mcp_listener
 from gateway.config.problems import PathParts
 from gateway.config.source import LDict
@@ -107,7 +108,6 @@ def _check_with_verifier(ctx: Ctx, jwt: LDict, parts: PathParts) -> None:
     """Load the keys exactly as the listener will, so that what passes here also starts there
     (JWKS contents: `use`, private members, pins, key types, duplicate kids — ADR 0003)."""
     from gateway.config.build import jwt_auth  # noqa: PLC0415 - build imports the checks
-    from gateway.transport.auth.jwt import load_keys  # noqa: PLC0415 - the verifier pulls in grpc
 
     try:
         settings = jwt_auth(plain(jwt), ctx.base)

@@ -9,9 +9,10 @@ allow-list (DNS rebinding).
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 from gateway.config.context import Ctx, is_unix, items, mapping, text
@@ -20,7 +21,19 @@ from gateway.config.mcpnames import build_table
 from gateway.config.problems import PathParts
 from gateway.config.settings import McpSettings
 from gateway.config.source import LDict
-from gateway.transport.mcp.guard import WELL_KNOWN, is_loopback
+
+# The OAuth protected-resource metadata path (RFC 9728): served by the listener
+# (transport/mcp/guard.py), so no MCP path may lie below it.
+WELL_KNOWN: Final = "/.well-known/oauth-protected-resource"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def check_mcp_listener(ctx: Ctx, listener: LDict, parts: PathParts) -> None:

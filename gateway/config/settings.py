@@ -12,8 +12,8 @@ from typing import Literal
 from gateway.config.hookspec import HookSpec
 from gateway.config.limitspec import LimitSpec
 from gateway.model import Capability, Limits
-from gateway.upstream.httpspec import HttpUpstream
-from gateway.upstream.mcpspec import McpUpstream
+from gateway.upstream.actor_token import ActorTokenSettings
+from gateway.upstream.spec import Upstream
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,25 +111,6 @@ class Listener:
 
 
 @dataclass(frozen=True, slots=True)
-class Upstream:
-    name: str
-    address: str  # "127.0.0.1:50051" or "unix:///path"
-    kind: Literal["grpc", "procedure", "http", "mcp"] = "grpc"
-    descriptor_set: str | None = None  # FileDescriptorSet; else server reflection
-    tls: bool = False
-    # tls false off this machine: the actor token in plaintext, accepted (ADR 0033)
-    allow_plaintext: bool = False
-    ca_file: str | None = None
-    client_cert_file: str | None = None
-    client_key_file: str | None = None
-    server_name: str | None = None
-    max_response_bytes: int = 4 * 1024 * 1024
-    keepalive_s: int = 30
-    http: HttpUpstream | None = None  # kind http only (docs/upstreams.md)
-    mcp: McpUpstream | None = None  # kind mcp only (docs/upstreams.md)
-
-
-@dataclass(frozen=True, slots=True)
 class RedisSettings:
     # None => embedded private redis-server (demo / single process). May embed a password.
     url: str | None = field(default=None, repr=False)
@@ -170,17 +151,6 @@ class TelemetrySettings:
     tracing: bool = True
     prometheus_address: str | None = None  # "127.0.0.1:9464"
     otlp: bool = False  # exporter configured from OTEL_* variables
-
-
-@dataclass(frozen=True, slots=True)
-class ActorTokenSettings:
-    """The gateway-signed actor token forwarded upstream (§12)."""
-
-    issuer: str = "capgate"
-    key_file: str | None = None  # PEM private key (Ed25519 or P-256); None => generated per process
-    kid: str = ""
-    jwks_out: str | None = None  # where to publish the public JWKS
-    lifetime_s: int = 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +208,7 @@ class Settings:
     idempotency: IdempotencySettings = IdempotencySettings()
     audit: AuditSettings = AuditSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
-    actor_token: ActorTokenSettings = ActorTokenSettings()
+    actor_token: ActorTokenSettings = ActorTokenSettings()  # noqa: RUF009 - frozen, as the others
     notify: NotifySettings = NotifySettings()
     defaults: Defaults = Defaults()
     cache: CacheSettings = CacheSettings()  # the result cache (docs/cache.md)

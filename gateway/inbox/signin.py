@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -23,14 +23,33 @@ from gateway.transport.auth.base import AuthenticationFailed
 from gateway.values import jws
 
 if TYPE_CHECKING:
-    from gateway.inbox.app import Inbox
+    from gateway.inbox.auth import ApproverAuth, Human
+    from gateway.inbox.session import CsrfKeys
+    from gateway.inbox.sessions import SessionStore
 
 log = logging.getLogger("capgate.inbox")
 LOGIN_FORM_S = 1800
 
 
+class Pages(Protocol):
+    """What signing in uses of the inbox app (gateway/inbox/app.py's `Inbox`), named here so
+    that the app imports this module and not the other way round."""
+
+    csrf: CsrfKeys
+    sessions: SessionStore
+    auth: ApproverAuth
+    secure_cookies: bool
+
+    async def human(self, request: Request) -> Human | None: ...
+    def render(
+        self, name: str, human: Human | None, status: int = 200, **context: Any
+    ) -> Response: ...
+    def error(self, human: Human | None, status: int, title: str, message: str) -> Response: ...
+    def refuse_state_change(self, request: Request) -> str | None: ...
+
+
 class SignIn:
-    def __init__(self, inbox: Inbox) -> None:
+    def __init__(self, inbox: Pages) -> None:
         self.inbox = inbox
 
     async def page(self, request: Request) -> Response:

@@ -10,22 +10,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import grpc
 from google.protobuf.message import Message
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from capgate.v1 import hook_pb2, hook_pb2_grpc, types_pb2
-from gateway.config.hookspec import HookCall, HookSpec
+from capgate.v1 import hook_pb2, types_pb2
+from gateway.config.hookspec import BoundHook, HookCall, HookSpec
 from gateway.pipeline.call import Call, Runtime
 from gateway.telemetry import child_span, metrics, traceparent
 
 if TYPE_CHECKING:
     from gateway.pipeline.snapshot import Prepared
 
-__all__ = ["NO_HOOKS", "BoundHook", "CapabilityHooks", "HookFault", "call_hook", "hook_context"]
+__all__ = ["HookFault", "call_hook", "hook_context"]
 
 # Kept free before the caller's deadline, besides defaults.deadline_margin: after a hook missed
 # it, the failure hooks, the audit event and the envelope still have to go out in time.
@@ -40,26 +39,6 @@ _RESPONSES: dict[HookCall, type[Message]] = {
     "post_invoke": hook_pb2.PostInvokeResponse,
     "post_failure": hook_pb2.PostFailureResponse,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class BoundHook:
-    """A hook spec with the stub of its (pooled) channel, made once per snapshot."""
-
-    spec: HookSpec
-    stub: hook_pb2_grpc.HookStub
-
-
-@dataclass(frozen=True, slots=True)
-class CapabilityHooks:
-    """The hooks that apply to one capability, per RPC, in config order."""
-
-    pre: tuple[BoundHook, ...] = ()
-    post: tuple[BoundHook, ...] = ()
-    failure: tuple[BoundHook, ...] = ()
-
-
-NO_HOOKS = CapabilityHooks()
 
 
 class HookFault(Exception):

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from capgate.v1 import gateway_pb2, types_pb2
-from gateway.audit.events import build, completion_fields, failure_fields, replay_event, stances
 from gateway.errors import CapabilityError, Code, Event
 from gateway.pipeline import envelope
 from gateway.pipeline.call import Call, Runtime
 from gateway.pipeline.drain import MARGIN_S
+from gateway.pipeline.events import build, completion_fields, failure_fields, replay_event, stances
 from gateway.pipeline.stages import Outcome, Replayed, Suspended
 from gateway.pipeline.stages.actor import check_actor
 from gateway.pipeline.stages.approval import approval_gate

@@ -17,13 +17,12 @@ from google.protobuf.descriptor_pool import DescriptorPool
 
 from capgate.v1 import gateway_pb2, hook_pb2_grpc, procedure_pb2_grpc
 from gateway.config.cachescope import ScopeKey, ScopeKeyError
-from gateway.config.hookspec import context_types
+from gateway.config.hookspec import NO_HOOKS, BoundHook, CapabilityHooks, context_types
 from gateway.config.problems import PathParts, format_path
 from gateway.config.revision import digest, key_files, policy_files, read_file
-from gateway.config.settings import Settings, Upstream
+from gateway.config.settings import Settings
 from gateway.config.source import config_files
 from gateway.model import Capability
-from gateway.pipeline.hookcalls import NO_HOOKS, BoundHook, CapabilityHooks
 from gateway.pipeline.limits import CompiledLimit, compile_limits
 from gateway.upstream.call import UpstreamCall, grpc_call, procedure_call
 from gateway.upstream.channels import HTTP_KINDS, ChannelPool
@@ -35,6 +34,7 @@ from gateway.upstream.descriptors import (
 from gateway.upstream.errors import UpstreamConfigError
 from gateway.upstream.mapinput import InputMapper, MapInputError
 from gateway.upstream.schema import derive_schema
+from gateway.upstream.spec import Upstream
 from gateway.upstream.targets import prepare_target
 from gateway.values.outputexpr import OutputExpr, OutputExprError
 from gateway.values.redact import Redactor

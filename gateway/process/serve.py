@@ -21,10 +21,9 @@ from gateway.audit.approvals import ApprovalAudit
 from gateway.audit.notify.sink import WebhookNotifier, snapshot_facts
 from gateway.audit.otlp import OtlpLogSink
 from gateway.audit.sinks import AuditLog, RedisStreamSink, Sink, StreamSink
-from gateway.cli.args import Parser
 from gateway.config.problems import ConfigError
 from gateway.config.settings import Listener, Settings
-from gateway.config.watch import SETTLE_S, ConfigWatcher
+from gateway.config.watch import ConfigWatcher
 from gateway.pipeline.call import Runtime
 from gateway.pipeline.snapshot import SnapshotError, SnapshotHolder, build_snapshot
 from gateway.process import workers
@@ -401,7 +400,9 @@ async def start(
     return gw
 
 
-async def _serve(args: argparse.Namespace) -> int:
+async def serve(args: argparse.Namespace) -> int:
+    """`capgate serve` with its parsed options (gateway/cli/serve.py): load, start, reload on
+    change, drain on SIGINT/SIGTERM; the exit status."""
     ports = workers.parse_ports(args.worker_ports) if args.worker_index is not None else {}
     # The supervisor's one cache key for all its workers (taken out of the environment).
     cache_secret = ""
@@ -504,51 +505,3 @@ async def _stop_when_orphaned(
         await asyncio.sleep(interval_s)
     log.warning("supervisor (pid %d) is gone: draining this worker", supervisor)
     stop.set()
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="capgate serve", description="Run the gateway.")
-    parser.add_argument("--config", required=True, help="config file or directory")
-    parser.add_argument("--ready-file", help="write listener ports as JSON here once serving")
-    parser.add_argument("--no-watch", dest="watch", action="store_false", help="disable hot reload")
-    parser.add_argument(
-        "--watch-interval", type=float, default=1.0, help="seconds between config polls (1)"
-    )
-    parser.add_argument(
-        "--watch-settle",
-        type=float,
-        default=SETTLE_S,
-        help="seconds a changed file must stay unchanged before it is loaded (0.5)",
-    )
-    parser.add_argument("--grace", type=float, default=5.0, help="drain time on shutdown (s)")
-    parser.add_argument("--jwks-out", help="write the actor-token JWKS here (overrides config)")
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO (default), WARNING, ERROR")
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=1,
-        help="processes sharing the TCP listener ports (SO_REUSEPORT)",
-    )
-    # Set by the `--workers` supervisor for each worker it starts (gateway/process/workers.py).
-    parser.add_argument("--worker-index", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--supervisor-pid", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--worker-ports", default="", help=argparse.SUPPRESS)
-    parser.add_argument("--actor-key-file", help=argparse.SUPPRESS)
-    return parser
-
-
-def main(argv: Sequence[str]) -> int:
-    args = _parser().parse_args(list(argv))
-    logging.basicConfig(
-        level=args.log_level,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
-    if args.workers != 1 and args.worker_index is None:
-        return workers.supervise(args)
-    try:
-        import uvloop  # noqa: PLC0415 - optional speed-up, absent on some platforms
-
-        return uvloop.run(_serve(args))
-    except ImportError:
-        return asyncio.run(_serve(args))

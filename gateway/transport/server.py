@@ -25,7 +25,7 @@ from gateway.transport import grpclog, reflection
 from gateway.transport.admin.approvals import ApprovalAdminServicer
 from gateway.transport.admin.cache import CacheAdminServicer
 from gateway.transport.admin.policy import PolicyAdminServicer
-from gateway.transport.auth.base import build_authenticator, server_credentials
+from gateway.transport.auth.listeners import build_authenticator, server_credentials
 from gateway.transport.servicer import CapabilityGatewayServicer, Stage1
 
 log = logging.getLogger("capgate.server")

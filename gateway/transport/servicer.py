@@ -18,7 +18,8 @@ from gateway.pipeline import runner as pipeline
 from gateway.pipeline.call import Call, Runtime
 from gateway.pipeline.snapshot import Snapshot
 from gateway.state.approvals.convert import error_to_proto, to_proto
-from gateway.transport.auth.base import AuthenticationFailed, Authenticator, build_authenticator
+from gateway.transport.auth.base import AuthenticationFailed, Authenticator
+from gateway.transport.auth.listeners import build_authenticator
 
 _MAX_WAIT_S = 30.0
 

@@ -27,13 +27,13 @@ import secrets
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
-from gateway.config.settings import ActorTokenSettings
 from gateway.model import Actor
 from gateway.values import jws
 
@@ -43,6 +43,17 @@ MAX_CACHED: Final = 4096  # reusable tokens kept at once (one per actor, upstrea
 
 # (actor id, actor issuer, kind, roles, upstream, surface): everything a reusable token says.
 _Key = tuple[str, str, str, tuple[str, ...], str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ActorTokenSettings:
+    """The gateway-signed actor token forwarded upstream (§12)."""
+
+    issuer: str = "capgate"
+    key_file: str | None = None  # PEM private key (Ed25519 or P-256); None => generated per process
+    kid: str = ""
+    jwks_out: str | None = None  # where to publish the public JWKS
+    lifetime_s: int = 60
 
 
 def new_jti() -> str:

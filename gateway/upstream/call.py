@@ -19,7 +19,7 @@ cancels the RPC so the upstream sees its context cancelled.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol
 
 import grpc
@@ -27,11 +27,12 @@ import orjson
 from google.protobuf.message import DecodeError, EncodeError, Message
 
 from capgate.v1 import procedure_pb2
-from gateway.config.settings import Upstream
 from gateway.errors import CapabilityError, Code
 from gateway.model import Capability, RetrySpec
 from gateway.upstream.descriptors import MethodInfo
 from gateway.upstream.errors import TranscodeError
+from gateway.upstream.headers import Metadata
+from gateway.upstream.spec import Upstream
 from gateway.upstream.state import (
     ATTEMPTS_KEY,
     RETRY_AFTER_KEY,
@@ -48,7 +49,6 @@ __all__ = [
     "Clock",
     "GrpcMethodCall",
     "Jitter",
-    "Metadata",
     "OnRetry",
     "ProcedureCall",
     "Sleep",
@@ -62,7 +62,6 @@ __all__ = [
 ]
 
 PROCEDURE_METHOD: Final = "/capgate.v1.Procedure/Invoke"
-Metadata = Sequence[tuple[str, str]]
 Clock = Callable[[], float]  # monotonic seconds
 Sleep = Callable[[float], Awaitable[None]]
 Jitter = Callable[[], float]  # a uniform draw in [0, 1]

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import grpc
 
-from gateway.config.settings import Upstream
 from gateway.upstream.errors import UpstreamConfigError
-from gateway.upstream.http import HttpClients
+from gateway.upstream.httpclient import HttpClients
 from gateway.upstream.lifetimes import Lifetimes, watch
+from gateway.upstream.spec import Upstream
 
 HTTP_KINDS = frozenset({"http", "mcp"})  # upstreams served over HTTP, not gRPC channels
 

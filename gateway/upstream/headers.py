@@ -15,12 +15,16 @@ ASCII (`é`, bidi controls) are refused.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Final
 
 from gateway.errors import InputIssue
 
-__all__ = ["FORWARDED_RULE", "MAX_FORWARDED_LENGTH", "forwarded_value_issues"]
+# What every upstream call of any kind is sent: (key, value) pairs, as gRPC metadata or, for
+# the kinds over HTTP, as headers of the same names.
+Metadata = Sequence[tuple[str, str]]
+
+__all__ = ["FORWARDED_RULE", "MAX_FORWARDED_LENGTH", "Metadata", "forwarded_value_issues"]
 
 MAX_FORWARDED_LENGTH: Final = 256
 FORWARDED_RULE: Final = (

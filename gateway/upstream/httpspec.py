@@ -1,6 +1,7 @@
 """What the config says about `kind: http` upstreams and the capabilities they serve
 (docs/upstreams.md "HTTP/JSON upstreams"). Plain frozen data, no behaviour: the request is
-built and sent by `gateway.upstream.http`.
+built and sent by `gateway.upstream.http`. A capability's own `http` block (`HttpRoute`,
+`PathPart`) is part of the capability, in gateway/model.py.
 
 The base address (scheme, host, port, base path) comes from the upstream's config only; a
 capability adds a path template whose placeholders each fill one whole path segment, query
@@ -11,13 +12,13 @@ port, userinfo or fragment of a request URL (No SSRF by construction, ADR 0028).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Final
+
+from gateway.model import PathPart
 
 __all__ = [
     "BODY_METHODS",
-    "HttpRoute",
     "HttpUpstream",
-    "PathPart",
     "parse_template",
 ]
 
@@ -34,32 +35,6 @@ class HttpUpstream:
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     max_redirects: int = 0  # 0: redirects are failures; else followed, same origin only
     http2: bool = True  # offered by ALPN over TLS; plaintext connections speak HTTP/1.1
-
-
-@dataclass(frozen=True, slots=True)
-class PathPart:
-    """One path segment of a template: a literal (already valid in a URL) or a placeholder."""
-
-    literal: str = ""
-    name: str = ""  # the input property that fills the segment, when a placeholder
-
-
-@dataclass(frozen=True, slots=True)
-class HttpRoute:
-    """The `http` block of a capability served by a `kind: http` upstream."""
-
-    method: str  # GET, POST, PUT, PATCH, DELETE
-    path: tuple[PathPart, ...]  # parsed from the template, e.g. /orders/{order_id}
-    template: str
-    query: tuple[str, ...] = ()  # input properties sent as query parameters (when present)
-    body: Literal["none", "input"] = "none"
-    # 4xx statuses whose body is the upstream's public message (EXECUTION_FAILED, exposed).
-    contract_errors: frozenset[int] = frozenset()
-
-    @property
-    def bound(self) -> frozenset[str]:
-        """Input properties that go into the URL (path placeholders and query)."""
-        return frozenset({p.name for p in self.path if p.name} | set(self.query))
 
 
 def parse_template(template: str) -> tuple[PathPart, ...]:

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from gateway.config.settings import Upstream
+from gateway.upstream.spec import Upstream
 
 __all__ = ["Lifetimes"]
 

@@ -32,9 +32,9 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from gateway.errors import CapabilityError, Code
-from gateway.upstream.call import Metadata
 from gateway.upstream.errors import UpstreamConfigError
-from gateway.upstream.http import (
+from gateway.upstream.headers import Metadata
+from gateway.upstream.httpclient import (
     SentTracker,
     answered,
     deadline_exceeded,

@@ -39,9 +39,8 @@ from typing import Any, Final
 import httpx2
 import orjson
 
-from gateway.config.settings import Upstream
 from gateway.errors import CapabilityError, Code
-from gateway.upstream.http import (
+from gateway.upstream.httpclient import (
     AUTH_STATUSES,
     USER_AGENT,
     SentTracker,
@@ -52,6 +51,7 @@ from gateway.upstream.http import (
 )
 from gateway.upstream.mcpspec import HANDSHAKE_VERSIONS, STATELESS_VERSION, McpUpstream
 from gateway.upstream.oauth import TokenSource
+from gateway.upstream.spec import Upstream
 from gateway.upstream.state import (
     RETRY_AFTER_KEY,
     UPSTREAM_STATUS_KEY,

@@ -9,13 +9,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gateway.config.settings import Upstream
 from gateway.model import Capability
 from gateway.upstream.call import UpstreamCall, rerun_safe
 from gateway.upstream.errors import UpstreamConfigError
 from gateway.upstream.http import http_call
 from gateway.upstream.mcpcall import McpToolCall, load_tool, plain_schema, schema_problems
 from gateway.upstream.mcpclient import McpClient
+from gateway.upstream.spec import Upstream
 
 if TYPE_CHECKING:
     from gateway.upstream.channels import ChannelPool

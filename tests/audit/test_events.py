@@ -9,19 +9,12 @@ from typing import Any
 import grpc
 
 from capgate.v1 import gateway_pb2, types_pb2
-from gateway.audit.events import (
-    InputHasher,
-    approval_event,
-    build,
-    completion_fields,
-    failure_fields,
-    reason_of,
-    replay_event,
-)
+from gateway.audit.events import InputHasher, approval_event, reason_of
 from gateway.config.settings import AuditSettings, Settings
 from gateway.errors import TABLE, CapabilityError, Code, not_found
 from gateway.model import Actor
 from gateway.pipeline.call import Call
+from gateway.pipeline.events import build, completion_fields, failure_fields, replay_event
 from gateway.pipeline.snapshot import Snapshot
 from gateway.state.approvals.records import ApprovalRecord
 from gateway.upstream.status import map_status

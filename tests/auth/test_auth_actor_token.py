@@ -14,9 +14,8 @@ from capgate_client.actor_token import ActorTokenInvalid, ActorTokenVerifier
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from gateway.config.settings import ActorTokenSettings
 from gateway.model import Actor
-from gateway.upstream.actor_token import ActorTokenSigner
+from gateway.upstream.actor_token import ActorTokenSettings, ActorTokenSigner
 from gateway.values import jws
 
 NOW = 1_800_000_000

@@ -10,7 +10,8 @@ import pytest
 
 from gateway.config.settings import Listener, TrustedLocalAuth
 from gateway.model import ANONYMOUS
-from gateway.transport.auth.base import AuthenticationFailed, build_authenticator
+from gateway.transport.auth.base import AuthenticationFailed
+from gateway.transport.auth.listeners import build_authenticator
 from gateway.transport.auth.local import AnonymousAuthenticator, TrustedLocalAuthenticator
 
 

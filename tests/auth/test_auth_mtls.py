@@ -12,11 +12,8 @@ import pytest
 from authkit import Issued, cert_pem, issue, make_ca, private_pem
 
 from gateway.config.settings import Listener, MtlsAuth, TlsSettings
-from gateway.transport.auth.base import (
-    AuthenticationFailed,
-    build_authenticator,
-    server_credentials,
-)
+from gateway.transport.auth.base import AuthenticationFailed
+from gateway.transport.auth.listeners import build_authenticator, server_credentials
 from gateway.transport.auth.mtls import MtlsAuthenticator
 
 SPIFFE_ID = "spiffe://example.org/ns/shop/sa/agent"

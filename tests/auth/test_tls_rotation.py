@@ -15,7 +15,7 @@ import pytest
 from authkit import Issued, cert_pem, issue, make_ca, private_pem
 
 from gateway.config.settings import Listener, TlsSettings
-from gateway.transport.auth.base import server_credentials
+from gateway.transport.auth.listeners import server_credentials
 
 METHOD = "/capgate.test.Echo/Ping"
 pytestmark = pytest.mark.integration

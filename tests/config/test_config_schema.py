@@ -11,7 +11,6 @@ from jsonschema import Draft7Validator
 from gateway.config import config_schema, parse_duration
 from gateway.config.docs import DOC, render_reference, splice
 from gateway.config.settings import (
-    ActorTokenSettings,
     ApprovalSettings,
     AuditSettings,
     Defaults,
@@ -22,9 +21,10 @@ from gateway.config.settings import (
     RedisSettings,
     TelemetrySettings,
     TrustedLocalAuth,
-    Upstream,
 )
 from gateway.model import ApprovalSpec, Capability, Limits, RetrySpec
+from gateway.upstream.actor_token import ActorTokenSettings
+from gateway.upstream.spec import Upstream
 
 SCHEMA = config_schema()
 DEFS = SCHEMA["definitions"]

@@ -27,10 +27,10 @@ from gateway.cli import audit as audit_cli
 from gateway.cli import config as config_cli
 from gateway.cli import inbox as inbox_cli
 from gateway.cli.main import _GROUPS
+from gateway.cli.serve import _parser as serve_parser
 from gateway.config.loader import load_settings
 from gateway.config.settings import TlsSettings
 from gateway.process.serve import Gateway, start
-from gateway.process.serve import _parser as serve_parser
 from gateway.state.embedded import RedisProcess
 from policy import cli as policy_cli
 from tests.clients.clientkit import make_tls

@@ -13,11 +13,11 @@ from google.protobuf.descriptor_pool import DescriptorPool
 from upstreamkit import Orders
 
 from capgate.v1 import procedure_pb2
-from gateway.config.settings import Upstream
 from gateway.errors import CapabilityError, Code
 from gateway.upstream.call import ProcedureCall, UpstreamCall, grpc_call, procedure_call
 from gateway.upstream.channels import ChannelPool
 from gateway.upstream.descriptors import resolve_method
+from gateway.upstream.spec import Upstream
 from gateway.upstream.state import ExecutionState, state_of
 
 pytestmark = pytest.mark.integration

@@ -13,12 +13,12 @@ from google.protobuf.descriptor_pool import DescriptorPool
 from upstreamkit import Orders, Pki, make_pki
 
 from examples.orders.server import serve as serve_orders
-from gateway.config.settings import Upstream
 from gateway.errors import CapabilityError, Code
 from gateway.upstream.call import grpc_call
 from gateway.upstream.channels import ChannelPool, channel_credentials, channel_options
 from gateway.upstream.descriptors import resolve_method
 from gateway.upstream.errors import UpstreamConfigError
+from gateway.upstream.spec import Upstream
 
 GET = "/orders.v1.Orders/GetOrder"
 

@@ -21,13 +21,13 @@ from examples.orders import orders_pb2 as pb
 from examples.orders import orders_pb2_grpc as pb_grpc
 from examples.orders.schemas import INPUTS, OUTPUTS
 from examples.orders.server import State, serve
-from gateway.config.settings import ActorTokenSettings, Upstream
 from gateway.errors import CapabilityError, Code
 from gateway.model import Actor
-from gateway.upstream.actor_token import ActorTokenSigner
+from gateway.upstream.actor_token import ActorTokenSettings, ActorTokenSigner
 from gateway.upstream.call import grpc_call, procedure_call
 from gateway.upstream.channels import ChannelPool
 from gateway.upstream.descriptors import resolve_method
+from gateway.upstream.spec import Upstream
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).parents[2]

@@ -15,10 +15,10 @@ from cryptography.x509.oid import NameOID
 from grpc_tools import protoc
 
 from examples.orders.server import State
-from gateway.config.settings import Upstream
 from gateway.errors import CapabilityError
 from gateway.model import Capability, RetrySpec, SideEffect
 from gateway.upstream.channels import ChannelPool
+from gateway.upstream.spec import Upstream
 
 DATA = Path(__file__).parent / "data"
 ORDERS_PB = Path(__file__).parents[2] / "examples" / "orders" / "orders.pb"

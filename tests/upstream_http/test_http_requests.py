@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from capgate.v1 import gateway_pb2, gateway_pb2_grpc, types_pb2
-from gateway.config.settings import Upstream
-from gateway.upstream.http import HttpClients
+from gateway.upstream.httpclient import HttpClients
+from gateway.upstream.spec import Upstream
 from tests.gateway.harness import token
 from tests.upstream_http.conftest import HttpEnv
 from tests.upstream_http.httpserver import Answer

@@ -1,7 +1,7 @@
 """What a `kind: http` or `kind: mcp` transport failure says about the upstream having run
 (docs/errors.md): a protocol error raised by the real httpx transport after the request's
 headers went out is UNKNOWN (the server may have acted on them), never NOT_STARTED; one table
-(gateway.upstream.http.transport_errors) maps both kinds."""
+(gateway.upstream.httpclient.transport_errors) maps both kinds."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from gateway.config.settings import Upstream
 from gateway.errors import CapabilityError, Code
-from gateway.upstream.http import HttpCall, HttpClients, SentTracker
-from gateway.upstream.httpspec import HttpRoute, HttpUpstream, parse_template
+from gateway.model import HttpRoute
+from gateway.upstream.http import HttpCall
+from gateway.upstream.httpclient import HttpClients, SentTracker
+from gateway.upstream.httpspec import HttpUpstream, parse_template
 from gateway.upstream.mcpclient import McpClient
 from gateway.upstream.mcpspec import McpUpstream
+from gateway.upstream.spec import Upstream
 from gateway.upstream.state import ExecutionState, state_of
 from tests.upstream_http.httpserver import Answer, HttpServer
 

@@ -25,13 +25,13 @@ from capgate.v1 import gateway_pb2, gateway_pb2_grpc
 from examples.mcp_upstream.server import Running, serve
 from gateway.audit.sinks import MemorySink
 from gateway.config.loader import load_settings
-from gateway.config.settings import Upstream
 from gateway.errors import CapabilityError, Code
 from gateway.process.serve import Gateway, start
 from gateway.state.embedded import RedisProcess
-from gateway.upstream.http import HttpClients, SentTracker
+from gateway.upstream.httpclient import HttpClients, SentTracker
 from gateway.upstream.mcpclient import McpClient
 from gateway.upstream.mcpspec import McpUpstream
+from gateway.upstream.spec import Upstream
 from gateway.upstream.state import ExecutionState, state_of
 from tests.upstream_mcp.conftest import environ
 

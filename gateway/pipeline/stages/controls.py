@@ -5,10 +5,10 @@ strict audit mode: AUDIT_UNAVAILABLE)."""
 from __future__ import annotations
 
 from capgate.v1 import gateway_pb2, types_pb2
-from gateway.audit.events import build, stances
 from gateway.audit.sinks import AuditUnavailable
 from gateway.errors import CapabilityError, Code, Event
 from gateway.pipeline.call import Call, Runtime
+from gateway.pipeline.events import build, stances
 from gateway.pipeline.stages import Replayed
 from gateway.state.idempotency import LEASE_MARGIN_S, Claim, outcome_unknown_error
 from gateway.values.canonical import input_hash

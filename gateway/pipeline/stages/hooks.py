@@ -26,9 +26,10 @@ from typing import Any
 import orjson
 
 from capgate.v1 import hook_pb2, types_pb2
+from gateway.config.hookspec import BoundHook
 from gateway.errors import CapabilityError, Code, not_found
 from gateway.pipeline.call import Call, Runtime
-from gateway.pipeline.hookcalls import BoundHook, HookFault, call_hook, fault_in, hook_context
+from gateway.pipeline.hookcalls import HookFault, call_hook, fault_in, hook_context
 from gateway.pipeline.stages.policies import eval_request
 from gateway.values.canonical import input_hash
 from gateway.values.jsonvalue import dumps, parse_json, scan

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from gateway.audit.events import build
 from gateway.errors import Event
 from gateway.pipeline.call import Call, Runtime
+from gateway.pipeline.events import build
 
 
 async def assign_execution_id(call: Call, rt: Runtime) -> None:

@@ -12,9 +12,9 @@ from typing import Any
 import grpc
 
 from capgate.v1 import procedure_pb2
-from gateway.audit.events import build
 from gateway.errors import CapabilityError, Code, Event
 from gateway.pipeline.call import Call, Runtime
+from gateway.pipeline.events import build
 from gateway.pipeline.stages.controls import compute_deadline
 from gateway.state.approvals.convert import actor_from_proto, to_proto
 from gateway.state.approvals.records import ApprovalRecord, Status

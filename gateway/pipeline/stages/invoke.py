@@ -14,12 +14,13 @@ from typing import Any
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from capgate.v1 import types_pb2
-from gateway.audit.events import build
 from gateway.errors import CapabilityError, Event
 from gateway.pipeline.call import Call, Runtime
+from gateway.pipeline.events import build
 from gateway.pipeline.stages.policies import eval_request
 from gateway.telemetry import child_span, metrics, traceparent
-from gateway.upstream.call import Metadata, UpstreamCall, call_with_retry
+from gateway.upstream.call import UpstreamCall, call_with_retry
+from gateway.upstream.headers import Metadata
 from gateway.upstream.state import ATTEMPTS_KEY, UPSTREAM_STATUS_KEY, ExecutionState, state_of
 from policy import Phase
 from policy.bindings import bindings_for

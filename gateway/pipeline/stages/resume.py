@@ -11,9 +11,9 @@ still hashes to the approved hash (SI-5). Stages 3-7 then re-run on the stored i
 from __future__ import annotations
 
 from capgate.v1 import gateway_pb2, types_pb2
-from gateway.audit.events import build
 from gateway.errors import CapabilityError, Code, Event
 from gateway.pipeline.call import Call, Runtime
+from gateway.pipeline.events import build
 from gateway.pipeline.stages import Replayed
 from gateway.values.canonical import input_hash
 

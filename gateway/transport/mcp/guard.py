@@ -12,14 +12,13 @@ Host having passed the allow-list), the origin of `resource_url`, and on a loopb
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterable
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from gateway.config.mcp import WELL_KNOWN, is_loopback
 from gateway.config.settings import McpSettings
 
-WELL_KNOWN: Final = "/.well-known/oauth-protected-resource"
 LOOPBACK_NAMES: Final = ("localhost", "127.0.0.1", "[::1]")
 CORS_REQUEST_HEADERS: Final = (
     "authorization, content-type, accept, mcp-session-id, mcp-protocol-version, "
@@ -39,15 +38,6 @@ def split_authority(value: str) -> tuple[str, str | None]:
         return value[: end + 1], rest[1:] if rest.startswith(":") else None
     host, sep, port = value.rpartition(":")
     return (host, port) if sep else (value, None)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 class HostAllowList:

@@ -34,7 +34,8 @@ from gateway.model import Actor, Limits
 from gateway.pipeline.drain import Drain
 from gateway.state.mcp_sessions import Session, SessionsFull, SessionStore, SessionsUnavailable
 from gateway.telemetry import tracing
-from gateway.transport.auth.base import AuthenticationFailed, Authenticator, build_authenticator
+from gateway.transport.auth.base import AuthenticationFailed, Authenticator
+from gateway.transport.auth.listeners import build_authenticator
 from gateway.transport.mcp import guard, modern, notify
 from gateway.transport.mcp.inflight import InFlight
 from gateway.transport.mcp.jsonrpc import (

@@ -28,7 +28,7 @@ from gateway.state.mcp_sessions import (
     RedisSessions,
     SessionStore,
 )
-from gateway.transport.auth.base import build_authenticator
+from gateway.transport.auth.listeners import build_authenticator
 from gateway.transport.auth.tls import CertificateFiles
 from gateway.transport.mcp import guard, mrtr, notify
 from gateway.transport.mcp.http import McpApp

@@ -25,9 +25,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
-from gateway.config.settings import ActorTokenSettings
 from gateway.model import Actor
-from gateway.upstream.actor_token import ActorTokenSigner
+from gateway.upstream.actor_token import ActorTokenSettings, ActorTokenSigner
 from gateway.values import jws
 
 HERE = Path(__file__).resolve().parent
