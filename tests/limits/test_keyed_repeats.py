@@ -11,6 +11,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from capgate.v1 import gateway_pb2, types_pb2
+from gateway.state.embedded import RedisProcess
 from tests.gateway.harness import Env
 from tests.gateway.test_approval_flow import decide
 from tests.limits.conftest import PREFIX
@@ -106,3 +107,39 @@ async def test_a_repeat_with_another_input_is_a_conflict_before_any_budget(env: 
     conflict = await env.invoke("billing.refund", other, idempotency_key="k-c")
     assert conflict.failed.code == types_pb2.ERROR_CODE_IDEMPOTENCY_CONFLICT
     assert await _upstream_keys(env) == ["k-c"]
+
+
+def _concealed(result: gateway_pb2.ExecutionResult) -> gateway_pb2.ExecutionResult:
+    """The envelope as SI-8 compares it: without the execution id and the duration (and the
+    capability id, which echoes what each request named)."""
+    copy = gateway_pb2.ExecutionResult()
+    copy.CopyFrom(result)
+    copy.ClearField("execution_id")
+    copy.ClearField("capability_id")
+    copy.ClearField("duration")
+    return copy
+
+
+async def test_a_key_taken_with_visible_input_says_nothing_of_hidden_input(env: Env) -> None:
+    first = await env.invoke("orders.refund", refund(5, reason="urgent"), idempotency_key="k-h")
+    assert _kind(first) == "completed", first
+    hidden = await env.invoke(
+        "orders.refund", {"order_id": "o-hidden", "amount": 5}, idempotency_key="k-h"
+    )
+    missing = await env.invoke("orders.nope", {"order_id": "o-hidden", "amount": 5})
+    # Not IDEMPOTENCY_CONFLICT: the hide policy decides before the journal answers.
+    assert _concealed(hidden) == _concealed(missing), hidden
+
+
+async def test_a_journal_that_cannot_answer_says_nothing_of_hidden_input(
+    env: Env, limits_redis: RedisProcess
+) -> None:
+    limits_redis.stop()  # the fixture starts it again for the next test
+    hidden = await env.invoke(
+        "orders.refund", {"order_id": "o-hidden", "amount": 5}, idempotency_key="k-down"
+    )
+    missing = await env.invoke("orders.nope", {"order_id": "o-hidden", "amount": 5})
+    # Not the journal's UPSTREAM_UNAVAILABLE: that would tell a hidden capability from none.
+    assert _concealed(hidden) == _concealed(missing), hidden
+    visible = await env.invoke("orders.refund", refund(5), idempotency_key="k-down")
+    assert visible.failed.code == types_pb2.ERROR_CODE_UPSTREAM_UNAVAILABLE, visible

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from capgate.v1 import gateway_pb2, types_pb2
 from gateway.audit.sinks import AuditUnavailable
-from gateway.errors import CapabilityError, Code, Event
+from gateway.errors import CapabilityError, Code, Event, not_found
 from gateway.pipeline.call import Call, Runtime
 from gateway.pipeline.events import build, stances
 from gateway.pipeline.stages import Replayed
+from gateway.pipeline.stages.policies import eval_request
 from gateway.state.idempotency import LEASE_MARGIN_S, Claim, outcome_unknown_error
 from gateway.values.canonical import input_hash
+from policy import Decision, Phase
 
 _HELD_BY_ANOTHER = frozenset({Code.IDEMPOTENCY_IN_PROGRESS, Code.IDEMPOTENCY_CONFLICT})
 
@@ -61,8 +63,35 @@ async def replay_finished(call: Call, rt: Runtime) -> Replayed | None:
     if not call.idempotency_key or store is None:
         return None
     call.request_hash = call.input_hash or input_hash(call.input)
-    claim = await store.peek(_scope(call), call.request_hash)
-    return None if claim is None else _answer(call, claim)
+    try:
+        claim = await store.peek(_scope(call), call.request_hash)
+    except CapabilityError:
+        _conceal(call, rt)  # a store that cannot answer says nothing of a hidden capability
+        raise
+    if claim is None:
+        return None  # a new key: stage 7 and the claim decide as for any call
+    _conceal(call, rt)
+    return _answer(call, claim)
+
+
+def _conceal(call: Call, rt: Runtime) -> None:
+    """Before the journal answers anything about a key (SI-8, ADR 0034): the invocation
+    policies that read the input but not `hooks` decide concealment, as they do before a
+    hook is called. A capability hidden from this actor and input answers as a missing one,
+    whatever the journal holds; a policy that fails answers as stage 7 would. A deny does not
+    stop a replay: nothing runs. Costs an evaluation only when the key is taken."""
+    prepared = call.prepared
+    assert prepared is not None
+    if prepared.policy_phases is not None and Phase.INVOCATION not in prepared.policy_phases:
+        return
+    req = eval_request(call, rt, with_input=True)
+    ev = call.snapshot.policies.evaluate_all(Phase.INVOCATION, req, without_hooks=True)
+    if any(s.effect is Decision.HIDE and s.enforced for s in ev.stances):
+        call.evaluation = ev
+        raise not_found("hidden")
+    if ev.failed:
+        call.evaluation = ev
+        raise CapabilityError(Code.POLICY_FAILED, reason="policy-error")
 
 
 async def attach_controls(call: Call, rt: Runtime) -> Replayed | None:
