@@ -89,6 +89,7 @@ async def approval_gate(call: Call, rt: Runtime) -> Suspended | None:
         requesting_execution_id=call.execution_id,
         traceparent=current_traceparent(call.traceparent),  # Resume links its trace to this
         idempotency_key=call.idempotency_key,  # the Resume executes under it (ADR 0034)
+        request_hash=call.request_hash,  # and a repeat of the Invoke matches by either hash
     )
     if inline is not None:
         await decide_inline(call, rt, record, inline)

@@ -62,7 +62,8 @@ async def replay_finished(call: Call, rt: Runtime) -> Replayed | None:
     store = rt.idempotency
     if not call.idempotency_key or store is None:
         return None
-    call.request_hash = call.input_hash or input_hash(call.input)
+    # On Resume, the hash the requester's Invoke read with (the approval record keeps it).
+    call.request_hash = call.request_hash or call.input_hash or input_hash(call.input)
     try:
         claim = await store.peek(_scope(call), call.request_hash)
     except CapabilityError:

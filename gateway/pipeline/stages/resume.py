@@ -41,6 +41,7 @@ async def load_approval(call: Call, rt: Runtime) -> Replayed | None:
     # The requester's key binds the execution the approval allows (ADR 0034): claimed at stage
     # 10 as an Invoke's would be, forwarded upstream, replayed to a repeat.
     call.idempotency_key = record.idempotency_key
+    call.request_hash = record.request_hash  # the requester's input, before pre-hooks
     if record.status == "executed" and record.outcome_envelope:
         # A repeated Resume by the requester returns the stored envelope (§12).
         stored = gateway_pb2.ExecutionResult.FromString(record.outcome_envelope)

@@ -65,6 +65,9 @@ class ApprovalRecord:
     # The requester's idempotency key, if the call had one: the Resume executes under it, so
     # the upstream sees the caller's key and a repeat with it replays the outcome (ADR 0034).
     idempotency_key: str = field(default="", repr=False)
+    # The hash of the input as the requester sent it (validated, before pre-hooks rewrote it):
+    # the journal matches a repeat of the Invoke by it too (ADR 0034).
+    request_hash: str = field(default="", repr=False)
     outcome_envelope: bytes | None = field(default=None, repr=False)
     outcome_code: str | None = None
 
@@ -149,6 +152,7 @@ def to_hash(record: ApprovalRecord) -> dict[str, bytes]:
         "resumed_execution_id": record.resumed_execution_id.encode(),
         "traceparent": record.traceparent.encode(),
         "idempotency_key": record.idempotency_key.encode(),
+        "request_hash": record.request_hash.encode(),
         "outcome_envelope": record.outcome_envelope or b"",
         "outcome_code": (record.outcome_code or "").encode(),
     }
@@ -192,6 +196,7 @@ def from_hash(raw: Mapping[Any, Any]) -> ApprovalRecord:
         resumed_execution_id=_text(raw, "resumed_execution_id"),
         traceparent=_text(raw, "traceparent"),
         idempotency_key=_text(raw, "idempotency_key"),
+        request_hash=_text(raw, "request_hash"),
         outcome_envelope=blob("outcome_envelope") or None,
         outcome_code=_text(raw, "outcome_code") or None,
     )
