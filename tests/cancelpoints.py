@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -23,6 +24,7 @@ from tests.gateway.harness import Env, terminal_events
 # `make sweep` runs every point this many times (each run lands the cancel at the same await;
 # what the awaited reply is doing meanwhile varies).
 REPEAT = int(os.environ.get("SWEEP_REPEAT", "1"))
+answered: dict[int, Any] = {}  # id(call) -> what the runner answered, when it answered
 
 
 def suspension(task: asyncio.Task[Any]) -> tuple[tuple[str, int], ...]:
@@ -46,13 +48,18 @@ def _ours(task: asyncio.Task[Any]) -> bool:
 
 
 async def run_cancelled(
-    call: Call, env: Env, stages: tuple[pipeline.Stage, ...], cancel_at: int | None
+    call: Call,
+    env: Env,
+    stages: tuple[pipeline.Stage, ...],
+    cancel_at: int | None,
+    runner: Callable[..., Awaitable[Any]] = pipeline.run,
 ) -> int:
-    """Runs the pipeline as the servicer would and cancels it at its `cancel_at`-th
-    suspension; returns how many suspensions it saw. Waits until everything the run started
-    (the settlement, shielded recordings) ended."""
+    """Runs the pipeline as the servicer would (or `runner`, e.g. the MCP listener's, which
+    answers instead of raising) and cancels it at its `cancel_at`-th suspension; returns how
+    many suspensions it saw. Waits until everything the run started (the settlement, shielded
+    recordings) ended. What a runner answered is in `answered[id(call)]`."""
     before = asyncio.all_tasks()
-    task = asyncio.ensure_future(pipeline.run(call, env.gw.runtime, stages))
+    task = asyncio.ensure_future(runner(call, env.gw.runtime, stages))
     seen, last = 0, None
     while not task.done():
         await asyncio.sleep(0)
@@ -65,7 +72,7 @@ async def run_cancelled(
                 task.cancel()
                 break
     try:
-        await task
+        answered[id(call)] = await task
     except asyncio.CancelledError:
         assert cancel_at is not None
     started = [t for t in asyncio.all_tasks() - before if _ours(t)]
@@ -102,6 +109,10 @@ async def check_trail_and_journal(env: Env, call: Call, where: str) -> dict[str,
     assert ran or count == 0, (where, "NOT_STARTED but the upstream counted it")
     if end["event"] == "capability.completed" and not end.get("replayed") and call.cache != "hit":
         assert count == 1, where
+    if call.state == types_pb2.EXECUTION_STATE_COMPLETED:
+        # The upstream answered (or the cache did): a cancel from then on changes nothing, the
+        # call completes and its output is recorded (the sweeps' flows have valid outputs).
+        assert end["event"] == "capability.completed", (where, end["event"])
     if call.idempotency_key:
         assert call.actor is not None and call.prepared is not None
         actor = call.actor

@@ -112,6 +112,13 @@ class Call:
     # runner waits for their answers to give back what they took (pipeline._collect_unanswered).
     limits_unanswered: tuple[Any, Any] | None = None
     approval_creating: Any = None  # asyncio.Future[ApprovalRecord] | None
+    claiming: Any = None  # asyncio.Future[Claim] | None: the idempotency claim in Redis
+    # The runner's answer, set before the outcome is settled (a surface whose caller cancelled
+    # while it settled answers it: MCP), and the task running the stages after the upstream
+    # answered (12-13) and the settlement: a caller's cancel no longer reaches them.
+    result: Any = None  # gateway_pb2.ExecutionResult | None
+    finishing: Any = None  # asyncio.Task[ExecutionResult] | None
+    approval_released: bool = False  # this execution gave its approval back
     # The result cache (gateway/pipeline/stages/cache.py): "hit" or "miss" once looked up, and the
     # entry's key a miss stores the output under after stage 12.
     cache: str = ""

@@ -38,6 +38,7 @@ class Drain:
 
     def __init__(self) -> None:
         self._running: set[asyncio.Task[Any]] = set()
+        self._settling: set[asyncio.Future[Any]] = set()
         self._cancelled: set[asyncio.Task[Any]] = set()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -51,6 +52,22 @@ class Drain:
         """`with drain.track():` the current task runs stages inside; a drain may cancel it
         there. A class, not a generator context manager: it is entered on every call."""
         return _Tracked(self)
+
+    def keep(self, task: asyncio.Future[_T]) -> asyncio.Future[_T]:
+        """A task that records a finished call's outcome (the runner's settlement, the stages
+        after the upstream answered): a shutdown waits for it (`settled`) before it closes the
+        audit log and Redis, so no terminal event or record is dropped."""
+        self._settling.add(task)
+        task.add_done_callback(self._settling.discard)
+        return task
+
+    async def settled(self, timeout_s: float) -> int:
+        """Wait, at most `timeout_s`, for every kept task; how many were still running."""
+        pending = {task for task in self._settling if not task.done()}
+        if not pending:
+            return 0
+        _, left = await asyncio.wait(pending, timeout=timeout_s)
+        return len(left)
 
     def claimed(self) -> bool:
         """True once, in the task a drain cancelled: its cancellation is answered, not raised.

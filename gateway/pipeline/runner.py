@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
@@ -178,36 +179,40 @@ async def run(
 ) -> gateway_pb2.ExecutionResult:
     """Runs the stages; never raises for governed failures (seed 001: invoke never throws).
 
-    Two parts: the stages, which a caller's cancel or a shutdown may interrupt at any await;
-    then one settlement (`_settle`) that records the outcome and emits the terminal event as
-    a unit the caller's cancel cannot split (issue 25): once the stages ended, a cancel
-    changes nothing that is recorded, and never adds a second terminal event."""
+    A caller's cancel or a shutdown may interrupt the stages at any await until the upstream
+    answered. From there on (stages 12-13, then the settlement) the call finishes on a task of
+    its own (`_finish`): a cancel no longer changes what it records or answers. Every outcome
+    is settled as one shielded unit (`_settle`): records first, the terminal event last, never
+    a second one (issue 25)."""
     with root_span("agent.capability_call") as span:
         started = _perf()
         try:
-            outcome: Outcome | None = None
             with rt.drain.track():  # a shutdown may cancel the stages, not what follows
-                for stage in stages:
-                    # Inline rather than a helper coroutine: one frame less per stage, 13 per call.
-                    began = _perf()
-                    try:
-                        if stage.span is None:
-                            outcome = await stage.run(call, rt)
-                        else:
-                            attrs = {"capgate.stage": stage.number}
-                            with child_span(stage.span, stage.span_kind, attrs):
-                                outcome = await stage.run(call, rt)
-                    finally:
-                        metrics.stage_duration.observe(_perf() - began, stage.label)
-                    if outcome is not None:
-                        break  # a typed early exit: suspended or replayed
+                head, tail = _split(stages)
+                outcome = await _rows(call, rt, head)
+                if outcome is None and tail:
+                    # The upstream was called (or the cache answered): the rest runs to its end.
+                    call.finishing = rt.drain.keep(
+                        asyncio.ensure_future(_finish(call, rt, tail, span, started))
+                    )
+                    return await asyncio.shield(call.finishing)
         except CapabilityError as err:
             _observe(call, span, err.spec.kind.value, err.code.value, started)
             return await _failed(call, rt, err)
         except asyncio.CancelledError:
+            if call.finishing is not None:
+                # The upstream answered: the outcome is the finishing task's, whatever the
+                # caller does. A shutdown still answers it when it is ready within the margin;
+                # otherwise the RPC is aborted and the records stay right.
+                if rt.drain.claimed():
+                    done, _ = await asyncio.wait({call.finishing}, timeout=SHUTDOWN_HOOKS_S)
+                    if done:
+                        answer: gateway_pb2.ExecutionResult = call.finishing.result()
+                        return answer
+                raise
             if rt.drain.claimed():
-                # A shutdown's grace period is ending (gateway/pipeline/drain.py): answer the caller
-                # with the truth instead of letting grpc.aio abort the RPC as UNAVAILABLE.
+                # A shutdown's grace period is ending (gateway/pipeline/drain.py): answer the
+                # caller with the truth instead of letting grpc.aio abort the RPC as UNAVAILABLE.
                 shutdown = drained(call)
                 _observe(call, span, shutdown.spec.kind.value, shutdown.code.value, started)
                 return await _failed(call, rt, shutdown)
@@ -219,18 +224,8 @@ async def run(
             await asyncio.shield(_failed(call, rt, gone))
             raise
         except Exception as exc:
-            log.exception("unexpected error in execution %s", call.execution_id)
-            # After the upstream answered (stages 12-13) the effect happened: say so (the
-            # envelope's execution_state stays the truthful call.state).
-            fault = CapabilityError(
-                Code.EXECUTION_FAILED,
-                reason=f"unexpected {type(exc).__name__}",
-                executed=_answered(call),
-            )
-            _observe(call, span, fault.spec.kind.value, fault.code.value, started)
-            return await _failed(call, rt, fault)
-        # The stages ended with an outcome: from here on nothing is left to decide, only to
-        # record. A cancel while settling leaves the settlement running to its end (shielded).
+            return await _unexpected(call, rt, exc, span, started)
+        # An early exit, or a table without an upstream call: settled here, shielded.
         if isinstance(outcome, Suspended):
             _observe(call, span, "approval_required", "", started)
             return await _suspended(call, rt, outcome)
@@ -239,6 +234,76 @@ async def run(
             return await _replayed(call, rt, outcome)
         _observe(call, span, "completed", "", started)
         return await _completed(call, rt)
+
+
+async def _rows(call: Call, rt: Runtime, rows: tuple[Stage, ...]) -> Outcome | None:
+    """Runs stage rows in order until one returns a typed early exit."""
+    outcome: Outcome | None = None
+    for stage in rows:
+        # Inline rather than a helper coroutine: one frame less per stage, 13 per call.
+        began = _perf()
+        try:
+            if stage.span is None:
+                outcome = await stage.run(call, rt)
+            else:
+                attrs = {"capgate.stage": stage.number}
+                with child_span(stage.span, stage.span_kind, attrs):
+                    outcome = await stage.run(call, rt)
+        finally:
+            metrics.stage_duration.observe(_perf() - began, stage.label)
+        if outcome is not None:
+            break  # a typed early exit: suspended or replayed
+    return outcome
+
+
+_SPLITS: dict[tuple[Stage, ...], tuple[tuple[Stage, ...], tuple[Stage, ...]]] = {}
+
+
+def _split(stages: tuple[Stage, ...]) -> tuple[tuple[Stage, ...], tuple[Stage, ...]]:
+    """(up to and including the upstream call, what follows it); a table without the upstream
+    call is all head. Computed once per table."""
+    split = _SPLITS.get(stages)
+    if split is None:
+        names = [stage.name for stage in stages]
+        cut = names.index(UPSTREAM_ROW) + 1 if UPSTREAM_ROW in names else len(stages)
+        split = _SPLITS[stages] = (stages[:cut], stages[cut:])
+    return split
+
+
+UPSTREAM_ROW = "procedure-invocation"
+
+
+async def _finish(
+    call: Call, rt: Runtime, tail: tuple[Stage, ...], span: Span, started: float
+) -> gateway_pb2.ExecutionResult:
+    """Stages 12-13 after the upstream answered, then the settlement: a task of its own, so
+    a caller who leaves now cannot turn an effect that happened into CANCELLED (its output is
+    recorded for a repeat). Bounded like any call: output checks, post-hooks within their
+    timeouts and the call's deadline, the cache write, the settlement within SETTLE_S."""
+    try:
+        await _rows(call, rt, tail)  # no early exits after the upstream call
+    except CapabilityError as err:
+        _observe(call, span, err.spec.kind.value, err.code.value, started)
+        return await _failed(call, rt, err)
+    except Exception as exc:
+        return await _unexpected(call, rt, exc, span, started)
+    _observe(call, span, "completed", "", started)
+    return await _completed(call, rt)
+
+
+async def _unexpected(
+    call: Call, rt: Runtime, exc: Exception, span: Span, started: float
+) -> gateway_pb2.ExecutionResult:
+    log.exception("unexpected error in execution %s", call.execution_id, exc_info=exc)
+    # After the upstream answered (stages 12-13) the effect happened: say so (the envelope's
+    # execution_state stays the truthful call.state).
+    fault = CapabilityError(
+        Code.EXECUTION_FAILED,
+        reason=f"unexpected {type(exc).__name__}",
+        executed=_answered(call),
+    )
+    _observe(call, span, fault.spec.kind.value, fault.code.value, started)
+    return await _failed(call, rt, fault)
 
 
 def drained(call: Call) -> CapabilityError:
@@ -311,7 +376,8 @@ async def _suspended(call: Call, rt: Runtime, outcome: Suspended) -> gateway_pb2
         duration_ms=round(_duration(call, rt) * 1000, 3),
         stances=stances(call),
     )
-    await _settle(call, rt, event, _give_back_unrun(call, rt))  # it waits to run: Resume spends
+    # It waits to run: its Resume spends (docs/limits.md).
+    await _settle(call, rt, result, lambda: event, _give_back_unrun(call, rt))
     return result
 
 
@@ -322,7 +388,15 @@ async def _replayed(call: Call, rt: Runtime, outcome: Replayed) -> gateway_pb2.E
     that lost the key to a concurrent one after consuming) are given back (ADR 0034)."""
     duration_ms = round(_duration(call, rt) * 1000, 3)
     event = replay_event(call, outcome.result, outcome.source, rt.wall(), duration_ms)
-    await _settle(call, rt, event, _give_back_unrun(call, rt, release_approval=True))
+
+    def terminal() -> dict[str, Any]:
+        if call.approval_released:  # as every terminal event of a call that gave one back
+            event["approval_released"] = True
+        return event
+
+    await _settle(
+        call, rt, outcome.result, terminal, _give_back_unrun(call, rt, release_approval=True)
+    )
     return outcome.result
 
 
@@ -333,14 +407,19 @@ SETTLE_S = 10.0
 
 
 async def _settle(
-    call: Call, rt: Runtime, event: dict[str, object] | None, recording: Awaitable[None]
+    call: Call,
+    rt: Runtime,
+    result: gateway_pb2.ExecutionResult,
+    event: Callable[[], dict[str, Any]],
+    recording: Awaitable[object],
 ) -> None:
     """Records a finished execution's outcome (envelope in the journal and the approval, the
     limit spend settled, an approval given back) and emits its terminal event, as ONE unit:
     a task of its own that the caller's cancel does not reach (shielded), bounded by
-    `SETTLE_S`. The terminal event goes last, as on the failure path: events a record emits
-    (an approval given back) come before it, and a reader who sees it finds the journal
-    written."""
+    `SETTLE_S`, which a shutdown waits for. The terminal event goes last, built once the
+    records are written: events a record emits (an approval given back) come before it, and a
+    reader who sees it finds the journal written."""
+    call.result = result
 
     async def unit() -> None:
         try:
@@ -349,11 +428,15 @@ async def _settle(
         except TimeoutError:
             log.warning("recording the outcome of %s timed out", call.execution_id)
             metrics.outcome_record_failures.add(("settle_timeout",))
+        except Exception as exc:  # recording never escapes: logged by type, counted
+            log.warning(
+                "recording the outcome of %s failed (%s)", call.execution_id, type(exc).__name__
+            )
+            metrics.outcome_record_failures.add(("settle",))
         finally:
-            if event is not None:
-                rt.audit.emit(event)
+            rt.audit.emit(event())
 
-    await asyncio.shield(asyncio.ensure_future(unit()))
+    await asyncio.shield(rt.drain.keep(asyncio.ensure_future(unit())))
 
 
 async def _give_back_unrun(call: Call, rt: Runtime, *, release_approval: bool = False) -> None:
@@ -380,7 +463,7 @@ async def _completed(call: Call, rt: Runtime) -> gateway_pb2.ExecutionResult:
     )
     duration_ms = round(_duration(call, rt) * 1000, 3)
     event = build(Event.COMPLETED, call, rt.wall(), **completion_fields(call, duration_ms))
-    await _settle(call, rt, event, _record_outcome(call, rt, result))
+    await _settle(call, rt, result, lambda: event, _record_outcome(call, rt, result))
     return result
 
 
@@ -402,7 +485,8 @@ async def _failed(call: Call, rt: Runtime, err: CapabilityError) -> gateway_pb2.
     # recorded (idempotency, approval, budgets). A shutdown that cancels this task at the end of
     # its grace (grpc.aio's stop) cannot leave an approval consumed or a key running for
     # nothing run: the recording finishes on its own.
-    recording = asyncio.ensure_future(_record_failure(call, rt, err, result))
+    call.result = result
+    recording = rt.drain.keep(asyncio.ensure_future(_record_failure(call, rt, err, result)))
     try:
         await asyncio.shield(recording)
         # Then the observe-only PostFailure hooks (every terminal failure a caller could see,
@@ -446,6 +530,11 @@ async def _collect_unanswered(call: Call, rt: Runtime) -> None:
     request ran on, shielded; its answer says what it took, and a call that never ran keeps
     none of it (issue 25): the spend is given back with the rest, the unannounced approval
     withdrawn. A request that failed took nothing."""
+    if call.claiming is not None:
+        # The claim's answer first: a release must not reach Redis before a claim it undoes.
+        claiming, call.claiming = call.claiming, None
+        with contextlib.suppress(Exception):
+            await claiming
     if call.limits_unanswered is not None:
         (charges, checking), call.limits_unanswered = call.limits_unanswered, None
         with contextlib.suppress(Exception):
@@ -547,6 +636,7 @@ async def _give_back_approval(call: Call, rt: Runtime, err: CapabilityError | No
         _release_failed(call, record.id, exc)
         return False
     call.approval = released
+    call.approval_released = True
     if unanswered:  # the release proves the consume ran for this execution: audit both
         rt.audit.emit(build(Event.APPROVAL_CONSUMED, call, rt.wall(), approval_id=record.id))
     code = {} if err is None else {"code": err.code.value}  # a replay has no error code

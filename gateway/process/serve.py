@@ -25,6 +25,7 @@ from gateway.config.problems import ConfigError
 from gateway.config.settings import Listener, Settings
 from gateway.config.watch import ConfigWatcher
 from gateway.pipeline.call import Runtime
+from gateway.pipeline.runner import SETTLE_S
 from gateway.pipeline.snapshot import SnapshotError, SnapshotHolder, build_snapshot
 from gateway.process import workers
 from gateway.process.load import Loaded, load_everything, located
@@ -206,6 +207,11 @@ class Gateway:
         if answered:
             log.warning("drain: %d calls still running were answered as cancelled", answered)
         grpclog.install().flush(log)  # how many undecodable requests went unlogged
+        # Outcomes still being recorded (shielded from their callers) finish before the audit
+        # log and Redis close under them: bounded by the settlement's own bound.
+        unsettled = await self.runtime.drain.settled(SETTLE_S)
+        if unsettled:
+            log.warning("drain: %d outcomes were still being recorded at stop", unsettled)
         await cancel_all(self.tasks)
         audit = self.runtime.audit
         if isinstance(audit, AuditLog):

@@ -12,7 +12,8 @@ import pytest
 from gateway.model import Actor
 from gateway.pipeline import runner as pipeline
 from gateway.pipeline.call import Call
-from tests.cancelpoints import REPEAT, check_trail_and_journal, run_cancelled
+from gateway.transport.mcp import execute
+from tests.cancelpoints import REPEAT, answered, check_trail_and_journal, run_cancelled
 from tests.gateway.harness import Env
 
 pytestmark = [pytest.mark.integration]
@@ -53,3 +54,30 @@ async def test_a_cancel_at_every_await_point_of_a_hooked_call(hooked: Env, flow:
         await run_cancelled(call, hooked, pipeline.INVOKE, cancel_at=k)
         await check_trail_and_journal(hooked, call, f"{flow} cancelled at suspension {k}")
     print(f"{flow}: {points} await points swept")
+
+
+_KINDS = {
+    "capability.completed": "completed",
+    "capability.approval_requested": "approval_required",
+    "capability.failed": "failed",
+    "capability.denied": "failed",
+    "capability.cancelled": "cancelled",
+}
+
+
+@pytest.mark.timeout(300)
+async def test_an_mcp_call_cancelled_at_every_point_answers_what_the_trail_says(
+    hooked: Env,
+) -> None:
+    """The MCP listener answers a cancelled call (a client still listening after
+    `notifications/cancelled`) instead of raising: the answer is the outcome the trail
+    records, never CANCELLED for a call that completed (ADR 0039)."""
+    capability, value = FLOWS["read-with-pre-and-post-hooks"]
+    call = _call(hooked, capability, value)
+    points = await run_cancelled(call, hooked, pipeline.INVOKE, None, runner=execute.run)
+    for k in [k for _ in range(REPEAT) for k in range(1, points + 1)]:
+        call = _call(hooked, capability, value)
+        await run_cancelled(call, hooked, pipeline.INVOKE, k, runner=execute.run)
+        end = await check_trail_and_journal(hooked, call, f"mcp cancelled at suspension {k}")
+        answer = answered.pop(id(call))
+        assert answer.WhichOneof("outcome") == _KINDS[end["event"]], (k, answer, end["event"])

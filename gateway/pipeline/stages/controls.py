@@ -4,6 +4,8 @@ strict audit mode: AUDIT_UNAVAILABLE)."""
 
 from __future__ import annotations
 
+import asyncio
+
 from capgate.v1 import gateway_pb2, types_pb2
 from gateway.audit.sinks import AuditUnavailable
 from gateway.errors import CapabilityError, Code, Event, not_found
@@ -110,11 +112,18 @@ async def attach_controls(call: Call, rt: Runtime) -> Replayed | None:
         # release only deletes a running claim of this execution id, so a claim that never
         # ran, or that another execution holds, is left as it is.
         call.idempotency_scope = scope
-        try:
-            claim = await store.claim(
+        # Shielded, like the limits' spend: a cancel lets the answer arrive, and the runner
+        # waits for it before it releases the key (pipeline/runner.py _collect_unanswered).
+        call.claiming = asyncio.ensure_future(
+            store.claim(
                 scope, digest, call.execution_id, lease_s=lease_s, request_hash=call.request_hash
             )
+        )
+        try:
+            claim = await asyncio.shield(call.claiming)
+            call.claiming = None
         except CapabilityError as err:
+            call.claiming = None
             if err.code in _HELD_BY_ANOTHER:
                 call.idempotency_scope = None  # answered: this execution holds nothing
             raise

@@ -6,9 +6,11 @@ probe, SI-8), and a caller's cancellation is answered with what the runner recor
   `capability.denied` (CAPABILITY_NOT_FOUND, reason `unknown`) exactly as gRPC's Invoke of an
   unknown id; the trail's `capability_id` is the tool name the caller sent.
 - `run` answers a call its caller cancelled (`notifications/cancelled` or a disconnect, ADR
-  0039): the runner has recorded `capability.cancelled` (its caller-cancel path) and re-raised;
-  the envelope built here says the same thing (CANCELLED, the execution's truthful state), for
-  a client that is still listening.
+  0039) with what the runner recorded, for a client that is still listening: the outcome of a
+  call whose upstream had answered (it finishes on its own task: completed, or a failure of
+  stages 12-13), the outcome being settled when the stages had ended (an approval request, a
+  replay, a failure), and otherwise CANCELLED with the execution's truthful state (the runner
+  recorded `capability.cancelled` on its caller-cancel path and re-raised).
 """
 
 from __future__ import annotations
@@ -44,6 +46,15 @@ async def run(
         task = asyncio.current_task()
         if task is not None:
             task.uncancel()  # this task exists to run the request: its answer is this envelope
+        if call.finishing is not None:
+            # The upstream had answered: the call finished on its own task (completed, or a
+            # failure of stages 12-13), and that is what the trail says; answer the same.
+            answer: gateway_pb2.ExecutionResult = await asyncio.shield(call.finishing)
+            return answer
+        if call.result is not None:
+            # The stages had ended (suspended, replayed, failed): the outcome being settled.
+            settled: gateway_pb2.ExecutionResult = call.result
+            return settled
         return cancelled(call)
 
 
