@@ -111,7 +111,9 @@ class Call:
     # limits' check (its charges and the shielded task) and an approval being stored. The
     # runner waits for their answers to give back what they took (pipeline._collect_unanswered).
     limits_unanswered: tuple[Any, Any] | None = None
-    approval_creating: Any = None  # asyncio.Future[ApprovalRecord] | None
+    # (the record asked for, asyncio.Future[ApprovalRecord]) | None: set while it is stored,
+    # left set when storing failed (the record may be there although the reply was lost).
+    approval_creating: tuple[Any, Any] | None = None
     claiming: Any = None  # asyncio.Future[Claim] | None: the idempotency claim in Redis
     # The runner's answer, set before the outcome is settled (a surface whose caller cancelled
     # while it settled answers it: MCP), and the task running the stages after the upstream

@@ -525,11 +525,16 @@ async def _record_failure(
     return released
 
 
+# Approval requests the store refused before writing anything: no record to withdraw.
+_REFUSED_BEFORE_STORING = frozenset({Code.UNAUTHENTICATED, Code.APPROVAL_LIMIT_EXCEEDED})
+
+
 async def _collect_unanswered(call: Call, rt: Runtime) -> None:
-    """A cancel that landed while a limit spend or an approval request was in Redis: the
-    request ran on, shielded; its answer says what it took, and a call that never ran keeps
-    none of it (issue 25): the spend is given back with the rest, the unannounced approval
-    withdrawn. A request that failed took nothing."""
+    """A cancel that landed while the claim, a limit spend or an approval request was in
+    Redis: the request ran on, shielded; its answer says what it took, and a call that never
+    ran keeps none of it (issue 25): the spend is given back with the rest, the unannounced
+    approval withdrawn. An approval request whose reply was lost (a timeout, a dropped
+    connection) may have been stored: it is withdrawn too (a no-op when it was not)."""
     if call.claiming is not None:
         # The claim's answer first: a release must not reach Redis before a claim it undoes.
         claiming, call.claiming = call.claiming, None
@@ -542,11 +547,15 @@ async def _collect_unanswered(call: Call, rt: Runtime) -> None:
             if all(v.passed for v in verdicts):
                 call.limit_spent = rt.limiter.spent(charges, verdicts)
     if call.approval_creating is not None:
-        creating, call.approval_creating = call.approval_creating, None
+        (asked, creating), call.approval_creating = call.approval_creating, None
         try:
             record = await creating
+        except CapabilityError as exc:
+            if exc.code in _REFUSED_BEFORE_STORING:
+                return  # refused before anything was stored: nothing to withdraw
+            record = asked  # a lost reply (timeout, dropped connection): it may be stored
         except Exception:
-            return  # nothing was stored (refused or unreachable): nothing to withdraw
+            record = asked
         await _guarded("approval", call, rt.approvals.withdraw(record))
 
 

@@ -7,10 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 import redis.asyncio as aioredis
 
 from capgate.v1 import gateway_pb2, types_pb2
+from gateway.model import Actor
+from gateway.pipeline import runner as pipeline
+from gateway.pipeline.call import Call
 from gateway.state.embedded import RedisProcess
 from tests.gateway.harness import Env
 from tests.gateway.test_approval_flow import decide
@@ -143,3 +147,56 @@ async def test_a_journal_that_cannot_answer_says_nothing_of_hidden_input(
     assert _concealed(hidden) == _concealed(missing), hidden
     visible = await env.invoke("orders.refund", refund(5), idempotency_key="k-down")
     assert visible.failed.code == types_pb2.ERROR_CODE_UPSTREAM_UNAVAILABLE, visible
+
+
+async def _read_the_key_then(env: Env, value: dict[str, Any], key: str) -> Call:
+    """A repeat that read its key (free) and was then overtaken: stages up to the journal's
+    early read, run on the real runtime; the rest runs later (`_finish_repeat`)."""
+    call = Call(
+        snapshot=env.gw.holder.current,
+        surface="agent",
+        actor=ALICE,
+        capability_id="billing.refund",
+        raw_input=orjson.dumps(value),
+        idempotency_key=key,
+    )
+    assert await pipeline._rows(call, env.gw.runtime, pipeline.INVOKE[:_READ]) is None
+    return call
+
+
+_READ = [s.name for s in pipeline.INVOKE].index("idempotency-replay") + 1
+ALICE = Actor(id="alice", kind="user", issuer="test-idp", roles=("agent",))
+
+
+async def test_a_repeat_racing_its_first_call_is_not_sent_for_approval(env: Env) -> None:
+    # A client's retry reads the key free; its first call then runs and spends 80 of 100.
+    repeat = await _read_the_key_then(env, refund(80), "k-race")
+    first = await env.invoke("billing.refund", refund(80), idempotency_key="k-race")
+    assert _kind(first) == "completed", first
+    # The retry goes on: the budget would ask for approval (160 > 100); the journal answers.
+    answer = await pipeline.run(repeat, env.gw.runtime, pipeline.INVOKE[_READ:])
+    assert answer == first
+    assert await _upstream_keys(env) == ["k-race"]
+    client = aioredis.from_url(env.gw.settings.redis.url)
+    try:  # and no approval was asked for
+        assert [k async for k in client.scan_iter(match=f"{PREFIX}:{{apr:*")] == []
+    finally:
+        await client.aclose()
+
+
+async def test_a_repeat_racing_its_first_call_is_not_rate_limited(env: Env) -> None:
+    repeat = Call(
+        snapshot=env.gw.holder.current,
+        surface="agent",
+        actor=ALICE,
+        capability_id="orders.refund",
+        raw_input=orjson.dumps(refund(1000, reason="urgent")),
+        idempotency_key="k-race-full",
+    )
+    assert await pipeline._rows(repeat, env.gw.runtime, pipeline.INVOKE[:_READ]) is None
+    first = await env.invoke(
+        "orders.refund", refund(1000, reason="urgent"), idempotency_key="k-race-full"
+    )
+    assert _kind(first) == "completed", first
+    answer = await pipeline.run(repeat, env.gw.runtime, pipeline.INVOKE[_READ:])
+    assert answer == first  # not RATE_LIMITED for the call that ran

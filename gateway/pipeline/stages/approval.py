@@ -13,7 +13,8 @@ import asyncio
 
 from gateway.errors import CapabilityError, Code
 from gateway.pipeline.call import Call, Runtime
-from gateway.pipeline.stages import Suspended
+from gateway.pipeline.stages import Replayed, Suspended
+from gateway.pipeline.stages.controls import journal_first
 from gateway.pipeline.stages.inline import decide_inline
 from gateway.state.approvals.records import ApprovalRecord, Status
 from gateway.telemetry import child_span, current_traceparent
@@ -47,7 +48,7 @@ def _requirement(call: Call) -> tuple[tuple[str, ...], tuple[str, ...], float, s
     return tuple(reasons), tuple(sorted(roles)), expires, message or _APPROVAL_MESSAGE
 
 
-async def approval_gate(call: Call, rt: Runtime) -> Suspended | None:
+async def approval_gate(call: Call, rt: Runtime) -> Suspended | Replayed | None:
     assert call.prepared is not None and call.actor is not None
     if call.approval is not None:
         return None  # Resume: the approval was consumed in consume_approval
@@ -94,11 +95,15 @@ async def approval_gate(call: Call, rt: Runtime) -> Suspended | None:
     if inline is not None:
         await decide_inline(call, rt, record, inline)
         return None
+    # A keyed repeat racing its own first call asks for nothing: the journal answers (ADR 0034).
+    replay = await journal_first(call, rt)
+    if replay is not None:
+        return replay
     with child_span("agent.approval_request") as span:
         # Shielded: a caller's cancel while the record is being stored lets the store's answer
         # arrive anyway, and the runner withdraws a record nobody was told of (issue 25).
         creating = asyncio.ensure_future(store.create(record))
-        call.approval_creating = creating
+        call.approval_creating = (record, creating)
         record = await asyncio.shield(creating)
         call.approval_creating = None
         span.set_attribute("capgate.approval_id", record.id)

@@ -77,6 +77,25 @@ async def replay_finished(call: Call, rt: Runtime) -> Replayed | None:
     return _answer(call, claim)
 
 
+async def journal_first(call: Call, rt: Runtime) -> Replayed | None:
+    """Before a stage refuses or suspends a keyed call (a limit, the approval gate): the key
+    read again (ADR 0034). A repeat that read the key free while its first call was on its way
+    to the claim (a client's retry racing its own call) answers as the claim would — the
+    recording, IDEMPOTENCY_IN_PROGRESS — not RATE_LIMITED or a second approval request for a
+    call that runs. Concealment has decided by then (stage 7). A journal that cannot answer
+    leaves the stage's own answer standing. Costs a read only on those answers."""
+    store = rt.idempotency
+    if not call.idempotency_key or store is None or call.approval is not None:
+        return None
+    try:
+        claim = await store.peek(_scope(call), call.request_hash or input_hash(call.input))
+    except CapabilityError as err:
+        if err.code is Code.UPSTREAM_UNAVAILABLE:
+            return None
+        raise
+    return None if claim is None else _answer(call, claim)
+
+
 def _conceal(call: Call, rt: Runtime) -> None:
     """Before the journal answers anything about a key (SI-8, ADR 0034): the invocation
     policies that read the input but not `hooks` decide concealment, as they do before a

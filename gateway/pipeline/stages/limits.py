@@ -27,6 +27,8 @@ from opentelemetry.trace import Span
 from gateway.errors import CapabilityError, Code, InputIssue
 from gateway.pipeline.call import Call, Runtime
 from gateway.pipeline.limits import CompiledLimit, backend
+from gateway.pipeline.stages import Replayed
+from gateway.pipeline.stages.controls import journal_first
 from gateway.pipeline.stages.policies import eval_request
 from gateway.state.connections import RedisUnavailable
 from gateway.state.limits.store import Charge, Verdict
@@ -43,13 +45,23 @@ def budget_reason(name: str) -> str:
     return f"Budget {name} would be exceeded by this call."
 
 
-async def enforce_limits(call: Call, rt: Runtime) -> None:
-    """The limits row before stage 8, on Invoke and Resume."""
+async def enforce_limits(call: Call, rt: Runtime) -> Replayed | None:
+    """The limits row before stage 8, on Invoke and Resume. A keyed call a limit would refuse
+    or send for approval reads its key again first (ADR 0034): a repeat racing its own first
+    call answers as the journal says."""
     prepared = call.prepared
     assert prepared is not None
     if not prepared.limits:
-        return  # most capabilities have no limit: no bindings, no Redis
-    await _check(call, rt, prepared.limits)
+        return None  # most capabilities have no limit: no bindings, no Redis
+    try:
+        await _check(call, rt, prepared.limits)
+    except CapabilityError as err:
+        if err.code is Code.RATE_LIMITED and (replay := await journal_first(call, rt)):
+            return replay
+        raise
+    if call.limits_deferred:
+        return await journal_first(call, rt)
+    return None
 
 
 async def spend_after_inline_approval(call: Call, rt: Runtime) -> None:
