@@ -111,6 +111,9 @@ class Call:
     # limits' check (its charges and the shielded task) and an approval being stored. The
     # runner waits for their answers to give back what they took (pipeline._collect_unanswered).
     limits_unanswered: tuple[Any, Any] | None = None
+    # The limits' charges whose check got no answer (a timeout, a dropped connection): its
+    # receipt tells what it spent, given back if the call never ran.
+    limits_lost: Any = None
     # (the record asked for, asyncio.Future[ApprovalRecord]) | None: set while it is stored,
     # left set when storing failed (the record may be there although the reply was lost).
     approval_creating: tuple[Any, Any] | None = None

@@ -542,10 +542,16 @@ async def _collect_unanswered(call: Call, rt: Runtime) -> None:
             await claiming
     if call.limits_unanswered is not None:
         (charges, checking), call.limits_unanswered = call.limits_unanswered, None
-        with contextlib.suppress(Exception):
+        try:
             verdicts = await checking
+        except Exception:
+            call.limits_lost = charges  # no answer at all: its receipt tells
+        else:
             if all(v.passed for v in verdicts):
                 call.limit_spent = rt.limiter.spent(charges, verdicts)
+    if call.limits_lost is not None and call.state == types_pb2.EXECUTION_STATE_NOT_STARTED:
+        charges, call.limits_lost = call.limits_lost, None
+        await _guarded("limits", call, rt.limiter.give_back_receipt(charges, call.execution_id))
     if call.approval_creating is not None:
         (asked, creating), call.approval_creating = call.approval_creating, None
         try:

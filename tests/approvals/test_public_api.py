@@ -59,6 +59,9 @@ def test_idempotency_signatures_are_stable() -> None:
         "input_hash",
         "execution_id",
         "lease_s",
+        "request_hash",
     ]
+    # The early read (ADR 0034): what the claim would answer, without claiming.
+    assert _params(RedisIdempotencyStore.peek) == ["scope", "request_hash"]
     assert _params(RedisIdempotencyStore.complete) == ["scope", "envelope", "execution_id"]
     assert _params(RedisIdempotencyStore.release) == ["scope", "execution_id"]

@@ -87,11 +87,20 @@ async def _check_in(call: Call, rt: Runtime, limits: tuple[CompiledLimit, ...], 
             raise RedisUnavailable("no limit store")
         # Shielded: a caller's cancel while the script runs lets its answer arrive anyway, so
         # the runner gives back what it spent for a call that never ran (issue 25).
-        checking = asyncio.ensure_future(rt.limiter.check(charges, now=rt.wall()))
+        # The receipt lets it give back what the script spent even when the reply is lost
+        # to a timeout or a dropped connection: it lives as long as the call may (its timeout
+        # and the settlement's bound).
+        checking = asyncio.ensure_future(
+            rt.limiter.check(
+                charges, now=rt.wall(), receipt=call.execution_id, receipt_ttl_s=_receipt_ttl(call)
+            )
+        )
         call.limits_unanswered = (charges, checking)
         verdicts = await asyncio.shield(checking)
         call.limits_unanswered = None
     except RedisUnavailable as exc:
+        if call.limits_unanswered is not None:  # sent, and no answer: the script may have run
+            call.limits_lost = charges
         call.limits_unanswered = None
         _unavailable(charges, str(exc))
         return
@@ -138,6 +147,16 @@ async def give_back(call: Call, rt: Runtime) -> None:
     spent = tuple(s for s in spent if holder or not s.marker)
     if spent and rt.limiter is not None:
         await rt.limiter.give_back(spent)
+
+
+# Past the call's own timeout: the settlement's bound and then some.
+RECEIPT_MARGIN_S = 30.0
+
+
+def _receipt_ttl(call: Call) -> float:
+    assert call.prepared is not None
+    timeout = call.prepared.capability.timeout_s or call.snapshot.settings.defaults.timeout_s
+    return timeout + RECEIPT_MARGIN_S
 
 
 def _charges(call: Call, rt: Runtime, limits: tuple[CompiledLimit, ...]) -> list[Charge]:

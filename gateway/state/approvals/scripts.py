@@ -194,13 +194,15 @@ end
 return 1
 """
 
-# ARGV: now, the requesting execution id. A pending record whose requester was never told of it
+# ARGV: now, the requesting execution id. GONE when there is no record (its reservation may be
+# in the indexes: the caller clears them). A pending record whose requester was never told of it
 # (the execution that asked ended first: its caller cancelled while the request was being
 # stored) is deleted, only by that execution and only while still pending; undecided, it was
 # never an approval anyone could use (issue 25). Any other state: left as it is.
 WITHDRAW: Final = (
     _PRELUDE
     + """
+if redis.call('EXISTS', key) == 0 then return {'GONE', '0'} end
 local f = redis.call('HMGET', key, 'status', 'requesting_execution_id')
 if f[1] ~= 'pending' or f[2] ~= ARGV[2] then return {'APPROVAL_ALREADY_DECIDED', '0'} end
 redis.call('DEL', key)

@@ -392,7 +392,8 @@ class RedisApprovalStore:
     async def withdraw(self, record: ApprovalRecord) -> bool:
         """Delete a pending record its requester was never told of (the requesting execution
         ended while storing it); only that execution's, only while pending. Its indexes are
-        cleared; True when this call deleted it."""
+        cleared, also when the record was never stored (a reservation whose reply was lost);
+        True when this call deleted a record."""
         with available():
             reply = await self._run(
                 "withdraw",
@@ -400,10 +401,12 @@ class RedisApprovalStore:
                 self._clock(),
                 record.requesting_execution_id,
             )
-            if bytes(reply[0]) != b"OK":
-                return False
+            outcome = bytes(reply[0])
+            if outcome not in (b"OK", b"GONE"):
+                return False  # decided meanwhile, or another execution's: it stays
+            # Deleted now, or never stored (the reservation in the indexes was): clear them.
             await self._left_pending(record, None)
-        return True
+        return outcome == b"OK"
 
     async def list(
         self,

@@ -35,7 +35,7 @@ from typing import Final
 # so a peek decides exactly as a spend would.
 _DECIDE: Final = """
 local now = tonumber(ARGV[1])
-local n = (#ARGV - 1) / 5
+local n = math.floor((#ARGV - 1) / 5)
 local out, plans, all_pass = {}, {}, true
 local function num(x) return string.format('%.17g', x) end
 local function put(passed, remaining, wait, window)
@@ -95,6 +95,18 @@ CHECK_AND_SPEND: Final = (
       if p[5] then redis.call('SET', p[5], num(p[4]), 'PX', ttl) end
     end
   end
+  -- The receipt (issue 25): which budget was spent in which window, by this execution, so a
+  -- call whose reply was lost can still give back exactly what this script spent, once.
+  if #KEYS > 2 * n then
+    local spent = {}
+    for i = 1, n do
+      local p = plans[i]
+      if p and p[1] == 'b' and not p[5] then spent[#spent + 1] = i .. '=' .. num(p[4]) end
+    end
+    if #spent > 0 then
+      redis.call('SET', KEYS[2 * n + 1], table.concat(spent, ','), 'PX', ARGV[#ARGV])
+    end
+  end
 end
 return out
 """
@@ -104,6 +116,30 @@ return out
 # `Check` asks (ADR 0035). A script that writes nothing is not propagated, so it waits for no
 # fsync either.
 PEEK: Final = _DECIDE + "return out\n"
+
+# KEYS: two per limit of the call, as for CHECK_AND_SPEND, then its receipt key; ARGV: per limit
+# the amount. The budgets the receipt names are credited in the window it names (a window that
+# ended since has nothing of it), never below zero, and the receipt is deleted in the same
+# script: at most one give-back, and none when the spend never ran (no receipt). Forced spends
+# are never on a receipt: they stay counted for their approval (ADR 0022).
+GIVE_BACK_RECEIPT: Final = """
+local receipt = KEYS[#KEYS]
+local text = redis.call('GET', receipt)
+if not text then return 0 end
+redis.call('DEL', receipt)
+for item in string.gmatch(text, '[^,]+') do
+  local i, window = string.match(item, '^(%d+)=(.+)$')
+  i = tonumber(i)
+  local key = KEYS[2 * i - 1]
+  local f = redis.call('HMGET', key, 'spent', 'reset_at')
+  if f[1] and f[2] == window then
+    local left = tonumber(f[1]) - tonumber(ARGV[i])
+    if left < 0 then left = 0 end
+    redis.call('HSET', key, 'spent', string.format('%.17g', left))
+  end
+end
+return 1
+"""
 
 # KEYS: two per budget given back: its state key, then the approval marker key of a forced
 # spend (a placeholder of the same hash tag otherwise). ARGV: per budget the amount, the window

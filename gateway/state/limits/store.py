@@ -30,7 +30,7 @@ from redis.exceptions import RedisError
 
 from gateway.config.limitspec import LimitSpec
 from gateway.state.connections import RedisClient, RedisUnavailable, mapped_errors
-from gateway.state.limits.script import CHECK_AND_SPEND, GIVE_BACK, PEEK
+from gateway.state.limits.script import CHECK_AND_SPEND, GIVE_BACK, GIVE_BACK_RECEIPT, PEEK
 
 TAG = "{lim}"
 log = logging.getLogger("capgate.limits")
@@ -75,29 +75,71 @@ class RedisLimiter:
         self._prefix = prefix
         self._script = redis.register_script(CHECK_AND_SPEND)
         self._give_back = redis.register_script(GIVE_BACK)
+        self._give_back_receipt = redis.register_script(GIVE_BACK_RECEIPT)
         self._peek = redis.register_script(PEEK)
 
     def key(self, spec: LimitSpec, value: str) -> str:
         digest = hashlib.sha256(value.encode()).hexdigest()[:32]
         return f"{self._prefix}:{TAG}:{spec.name}:{shape(spec)}:{digest}"
 
-    async def check(self, charges: Sequence[Charge], *, now: float) -> list[Verdict]:
+    async def check(
+        self,
+        charges: Sequence[Charge],
+        *,
+        now: float,
+        receipt: str = "",
+        receipt_ttl_s: float = 0.0,
+    ) -> list[Verdict]:
         """One verdict per charge; every charge was spent when every verdict passed, none
-        otherwise. Raises `RedisUnavailable` when Redis cannot answer."""
-        return await self._decide(self._script, charges, now)
+        otherwise. Raises `RedisUnavailable` when Redis cannot answer. With `receipt` (the
+        execution id), the script also leaves a receipt of the budgets it spent, for
+        `receipt_ttl_s`: `give_back_receipt` credits them even when this reply is lost."""
+        extra = (
+            (self.receipt_key(receipt), max(1, math.ceil(receipt_ttl_s * 1000)))
+            if receipt
+            else None
+        )
+        return await self._decide(self._script, charges, now, extra)
+
+    def receipt_key(self, execution_id: str) -> str:
+        digest = hashlib.sha256(execution_id.encode()).hexdigest()[:32]
+        return f"{self._prefix}:{TAG}:rcpt:{digest}"
+
+    async def give_back_receipt(self, charges: Sequence[Charge], execution_id: str) -> bool:
+        """Credit what the check of `execution_id` spent from budgets, as its receipt says,
+        when the check's reply was lost (a timeout, a dropped connection): nothing when the
+        check never ran or this was done already. One round trip; raises `RedisUnavailable`."""
+        keys: list[str] = []
+        for charge in charges:
+            state = self.key(charge.spec, charge.key)
+            keys += [state, _marker(state, charge.approval_id)]
+        keys.append(self.receipt_key(execution_id))
+        args = [repr(charge.amount) for charge in charges]
+        with _refusals_unavailable(), mapped_errors():
+            done = await self._give_back_receipt(keys=keys, args=args)
+        return bool(done)
 
     async def peek(self, charges: Sequence[Charge], *, now: float) -> list[Verdict]:
         """The verdicts `check` would give now, spending nothing and writing nothing (`Check`,
         ADR 0035). Raises `RedisUnavailable` when Redis cannot answer, as `check` does."""
         return await self._decide(self._peek, charges, now)
 
-    async def _decide(self, script: Any, charges: Sequence[Charge], now: float) -> list[Verdict]:
+    async def _decide(
+        self,
+        script: Any,
+        charges: Sequence[Charge],
+        now: float,
+        receipt: tuple[str, int] | None = None,
+    ) -> list[Verdict]:
         keys: list[str] = []
         args: list[Any] = [repr(math.floor(now * 1000.0))]
         for charge in charges:
             state = self.key(charge.spec, charge.key)
             keys += [state, _marker(state, charge.approval_id)]
             args += _args(charge)
+        if receipt is not None:
+            keys.append(receipt[0])
+            args.append(str(receipt[1]))
         with _refusals_unavailable(), mapped_errors():
             reply: list[Any] = await script(keys=keys, args=args)
         verdicts = []
