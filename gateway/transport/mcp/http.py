@@ -52,6 +52,7 @@ from gateway.transport.mcp.jsonrpc import (
 )
 from gateway.transport.mcp.protocol import (
     BATCH_VERSIONS,
+    CANCELLED,
     SERVER_INFO,
     SESSIONLESS,
     SUPPORTED_VERSIONS,
@@ -404,7 +405,7 @@ class McpApp:
             if isinstance(session, Response):
                 return session
         if message.kind != "request":
-            if isinstance(session, Session) and message.method == "notifications/cancelled":
+            if isinstance(session, Session) and message.method == CANCELLED:
                 self._inflight.cancel((session.id, _cancelled_id(message.params)))
             return Response(None, 202)  # notifications and responses: accepted, no body
         try:

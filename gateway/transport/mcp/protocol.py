@@ -46,6 +46,12 @@ log = logging.getLogger("capgate.mcp")
 SUPPORTED_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26")
 BATCH_VERSIONS: Final = frozenset({"2025-03-26"})  # JSON-RPC batches: removed in 2025-06-18
 SESSIONLESS: Final = frozenset({"initialize", "server/discover"})
+# The requests this listener serves (docs/mcp.md's method table lists exactly these; a test
+# compares them); any other method is METHOD_NOT_FOUND. `initialize` and `ping` only in the
+# handshake era. The one notification it acts on: CANCELLED (handshake era; every other
+# notification is accepted and changes nothing).
+METHODS: Final = ("initialize", "ping", "server/discover", "tools/list", "tools/call")
+CANCELLED: Final = "notifications/cancelled"
 _HANDSHAKE_ONLY: Final = frozenset({"initialize", "ping"})
 _INVALID_PARAMS: Final = RpcError(INVALID_PARAMS, "Invalid params.")
 _MAX_META_TEXT: Final = 256
@@ -115,7 +121,7 @@ class McpHandler:
         request (gateway/transport/mcp/modern.py), where the handshake and `ping` no longer
         exist."""
         method = message.method
-        if stateless and method in _HANDSHAKE_ONLY:
+        if method not in METHODS or (stateless and method in _HANDSHAKE_ONLY):
             raise RpcError(METHOD_NOT_FOUND, "Method not found.")
         if method == "initialize":
             return await self._initialize(message.params, actor)
@@ -125,9 +131,7 @@ class McpHandler:
             return Reply(self._discover())
         if method == "tools/list":
             return Reply(self._list(message.params, actor))
-        if method == "tools/call":
-            return Reply(await self._call(message.params, actor, traceparent, stateless))
-        raise RpcError(METHOD_NOT_FOUND, "Method not found.")
+        return Reply(await self._call(message.params, actor, traceparent, stateless))
 
     def _capabilities(self) -> dict[str, Any]:
         return {"tools": {"listChanged": False}}
