@@ -347,15 +347,15 @@ def test_workers_become_the_serve_flag_and_need_a_tcp_listener() -> None:
     standalone = [CHART / "ci" / "standalone.yaml"]
     one = gateway_container(pod_spec(render(standalone).one("Deployment")))
     assert not any(arg.startswith("--workers") for arg in one["args"])  # the default: 1
-    three = render(standalone, sets=["gateway.process.workers=3"])
+    three = render(standalone, sets=["gateway.workers=3"])
     validate_manifests(three.docs)
     assert "--workers=3" in gateway_container(pod_spec(three.one("Deployment")))["args"]
     # A sidecar whose app speaks only over the unix socket gains nothing from more workers.
     refused = template(
         [CHART / "ci" / "sidecar.yaml"],
-        sets=["gateway.process.workers=2"],
+        sets=["gateway.workers=2"],
         set_json=["listeners.tcp=[]"],
     )
     assert refused.returncode != 0
     assert "needs a listeners.tcp entry" in refused.stderr
-    assert template(standalone, sets=["gateway.process.workers=0"]).returncode != 0  # the schema
+    assert template(standalone, sets=["gateway.workers=0"]).returncode != 0  # the schema

@@ -25,7 +25,7 @@ context: `.` here, `.Subcharts.capgate` from a parent chart.
     - --log-level={{ .Values.gateway.logLevel }}
     {{- $workers := int (default 1 .Values.gateway.workers) }}
     {{- if gt $workers 1 }}
-    {{- if not .Values.listeners.tcp }}{{ fail "gateway.process.workers > 1 needs a listeners.tcp entry: the workers share TCP ports, and the unix-socket listener is served by the first worker only" }}{{ end }}
+    {{- if not .Values.listeners.tcp }}{{ fail "gateway.workers > 1 needs a listeners.tcp entry: the workers share TCP ports, and the unix-socket listener is served by the first worker only" }}{{ end }}
     - --workers={{ $workers }}
     {{- end }}
     {{- with .Values.actorToken.jwksOut }}
