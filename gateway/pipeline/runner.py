@@ -436,6 +436,11 @@ async def _settle(
         finally:
             rt.audit.emit(event())
 
+    if call.finishing is not None and asyncio.current_task() is call.finishing:
+        # Already on the task that finishes the call (kept by the drain, out of the caller's
+        # reach): one task per call is enough (a task and a shield cost about 15 µs).
+        await unit()
+        return
     await asyncio.shield(rt.drain.keep(asyncio.ensure_future(unit())))
 
 
