@@ -26,7 +26,7 @@ from gateway.config.settings import Listener, Settings
 from gateway.config.watch import ConfigWatcher
 from gateway.pipeline.call import Runtime
 from gateway.pipeline.runner import SETTLE_S
-from gateway.pipeline.snapshot import SnapshotError, SnapshotHolder, build_snapshot
+from gateway.pipeline.snapshot import Snapshot, SnapshotError, SnapshotHolder, build_snapshot
 from gateway.process import workers
 from gateway.process.load import Loaded, load_everything, located
 from gateway.process.tasks import cancel_all
@@ -281,33 +281,79 @@ async def start(
     and embedders receive audit events and spans in-process. `loaded` is what
     `load_everything` built with `pool` (serve passes both: the snapshot is built, and every
     problem reported, before Redis starts or a port is bound); without it the snapshot is
-    built here."""
+    built here.
+
+    The steps, in order, each a function below: the first snapshot, Redis, the audit log,
+    the runtime and its Redis stores, the listeners (gRPC, then MCP), the background tasks,
+    ready."""
     if loaded is not None and pool is None:
         raise TypeError("start(loaded=...) needs the pool its snapshot was built with")
     pool = pool if pool is not None else ChannelPool()
-    if loaded is None or loaded.snapshot is None:
-        try:
-            snapshot = await build_snapshot(
-                settings, pool, hmac_key=settings.audit.hmac_key.encode()
-            )
-        except BaseException:
-            await pool.close()
-            raise
-    else:
-        snapshot = loaded.snapshot
-    redis = process = None
-    if _needs_redis(settings):
-        redis_settings = settings.redis
-        if redis_settings.url is None:
-            # The embedded default: a private real redis-server with its data in a local dir.
-            data = Path(redis_settings.data_dir).resolve() / "redis"  # noqa: ASYNC240 - startup
-            process = RedisProcess(data).start()
-            redis_settings = replace(redis_settings, url=process.url)
-        redis = connect(redis_settings)
-    sinks: list[Sink] = list(extra_sinks)
+    snapshot = await _first_snapshot(settings, loaded, pool)
+    redis, process = _start_redis(settings)
     # Approval notifications ride the audit drain: never on the request path (issue 10).
-    # An observer, not a sink: it keeps no record, so a strict write never counts it.
     notifier = WebhookNotifier(settings.notify) if settings.notify.webhooks else None
+    audit = _start_audit(settings, redis, extra_sinks, notifier)
+    runtime = Runtime(audit=audit, signer=ActorTokenSigner(settings.actor_token))
+    if settings.actor_token.jwks_out:
+        runtime.signer.write_jwks(settings.actor_token.jwks_out)  # type: ignore[union-attr]
+    holder = SnapshotHolder(snapshot)
+    _attach_stores(settings, runtime, redis, holder)
+    if notifier is not None:
+        notifier.bind(snapshot_facts(lambda: holder.current))
+    telemetry = start_telemetry(settings.telemetry, span_processors=span_processors)
+    try:
+        servers = await _start_grpc_listeners(settings, holder, runtime, telemetry, reuse_port)
+    except BaseException:
+        # A listener that cannot start (a port taken, TLS files refused): nothing outlives it.
+        await telemetry.close()  # the previous tracer back, the metrics port free
+        await audit.close()
+        await pool.close()
+        if redis is not None:
+            with contextlib.suppress(Exception):
+                await redis.aclose()
+        if process is not None:
+            process.stop()
+        raise
+    gw = Gateway(settings, holder, runtime, servers, pool, redis, process, telemetry=telemetry)
+    await _start_mcp_listeners(gw)
+    _start_background(gw, notifier, reconcile_every_s)
+    _ready(gw)
+    return gw
+
+
+async def _first_snapshot(settings: Settings, loaded: Loaded | None, pool: ChannelPool) -> Snapshot:
+    """The snapshot to serve first: the one `load_everything` built, else built here (the
+    pool is closed if that fails: nothing else has started yet)."""
+    if loaded is not None and loaded.snapshot is not None:
+        return loaded.snapshot
+    try:
+        return await build_snapshot(settings, pool, hmac_key=settings.audit.hmac_key.encode())
+    except BaseException:
+        await pool.close()
+        raise
+
+
+def _start_redis(settings: Settings) -> tuple[Any, RedisProcess | None]:
+    """The Redis client, when a configured feature keeps state there (else `None, None`);
+    without `redis.url`, the embedded default is started first."""
+    if not _needs_redis(settings):
+        return None, None
+    redis_settings, process = settings.redis, None
+    if redis_settings.url is None:
+        # The embedded default: a private real redis-server with its data in a local dir.
+        data = Path(redis_settings.data_dir).resolve() / "redis"
+        process = RedisProcess(data).start()
+        redis_settings = replace(redis_settings, url=process.url)
+    return connect(redis_settings), process
+
+
+def _start_audit(
+    settings: Settings, redis: Any, extra_sinks: Sequence[Sink], notifier: WebhookNotifier | None
+) -> AuditLog:
+    """The audit log over the configured sinks, started; the notifier is an observer, not a
+    sink: it keeps no record, so a strict write never counts it."""
+    sinks: list[Sink] = list(extra_sinks)
     for name in settings.audit.sinks:
         if name == "stdout":
             sinks.append(StreamSink())
@@ -322,14 +368,22 @@ async def start(
     observers = [notifier] if notifier is not None else []
     audit = AuditLog(sinks, observers=observers, buffer=settings.audit.buffer)
     audit.start()
-    runtime = Runtime(audit=audit, signer=ActorTokenSigner(settings.actor_token))
-    if settings.actor_token.jwks_out:
-        runtime.signer.write_jwks(settings.actor_token.jwks_out)  # type: ignore[union-attr]
+    return audit
+
+
+def _attach_stores(
+    settings: Settings, runtime: Runtime, redis: Any, holder: SnapshotHolder
+) -> None:
+    """The runtime's Redis stores: approvals and idempotency when enabled; the cache and the
+    limiter whenever there is a Redis (cached capabilities and limits may come with a reload,
+    docs/cache.md)."""
+    if redis is None:
+        return
     prefix = settings.redis.key_prefix
-    if redis is not None and settings.approvals.enabled:
+    if settings.approvals.enabled:
         # Decisions and expiries reach the audit trail from the process that made them.
         on_transition = ApprovalAudit(
-            audit, revision=lambda: holder.current.revision, clock=runtime.wall
+            runtime.audit, revision=lambda: holder.current.revision, clock=runtime.wall
         )
         runtime.approvals = RedisApprovalStore(
             redis,
@@ -338,72 +392,81 @@ async def start(
             clock=runtime.wall,
             on_transition=on_transition,
         )
-    if redis is not None:  # cached capabilities may come with a reload too (docs/cache.md)
-        cache = settings.cache
-        runtime.cache = ResultCache(
-            redis,
-            prefix=prefix,
-            key=cache_key(cache.key) if cache.key else os.urandom(32),
-            timeout_s=cache.timeout_s,
-            max_entries=cache.max_entries,
-            clock=lambda: runtime.wall(),  # noqa: PLW0108 - tests swap runtime.wall
-        )
-    if redis is not None:  # limits may come with a reload: the limiter is there for them
-        runtime.limiter = RedisLimiter(redis, prefix=prefix)
-    if redis is not None and settings.idempotency.enabled:
+    cache = settings.cache
+    runtime.cache = ResultCache(
+        redis,
+        prefix=prefix,
+        key=cache_key(cache.key) if cache.key else os.urandom(32),
+        timeout_s=cache.timeout_s,
+        max_entries=cache.max_entries,
+        clock=lambda: runtime.wall(),  # noqa: PLW0108 - tests swap runtime.wall
+    )
+    runtime.limiter = RedisLimiter(redis, prefix=prefix)
+    if settings.idempotency.enabled:
         runtime.idempotency = RedisIdempotencyStore(
             redis, prefix=prefix, ttl_s=settings.idempotency.ttl_s, clock=runtime.wall
         )
-    holder = SnapshotHolder(snapshot)
-    if notifier is not None:
-        notifier.bind(snapshot_facts(lambda: holder.current))
+
+
+async def _start_grpc_listeners(
+    settings: Settings,
+    holder: SnapshotHolder,
+    runtime: Runtime,
+    telemetry: Telemetry,
+    reuse_port: bool,
+) -> Servers:
+    """One gRPC server per `protocol: grpc` listener, its message bound the largest input
+    any capability accepts plus the envelope."""
     max_bytes = max(
         [c.limits.max_bytes for c in settings.capabilities] + [settings.defaults.limits.max_bytes]
     )
-    telemetry = start_telemetry(settings.telemetry, span_processors=span_processors)
-    grpc_listeners = tuple(x for x in settings.listeners if x.protocol == "grpc")
+    return await start_listeners(
+        tuple(x for x in settings.listeners if x.protocol == "grpc"),
+        lambda: holder.current,
+        runtime,
+        max_message_bytes=max_bytes + 64 * 1024,
+        traced=telemetry.traced(),
+        reuse_port=reuse_port,
+    )
+
+
+async def _start_mcp_listeners(gw: Gateway) -> None:
+    """The `protocol: mcp` listeners, if any; one that cannot start stops everything."""
+    if not any(x.protocol == "mcp" for x in gw.settings.listeners):
+        return
+    from gateway.transport.mcp.server import start_mcp_listeners  # noqa: PLC0415 - HTTP stack if used
+
     try:
-        servers = await start_listeners(
-            grpc_listeners,
-            lambda: holder.current,
-            runtime,
-            max_message_bytes=max_bytes + 64 * 1024,
-            traced=telemetry.traced(),
-            reuse_port=reuse_port,
+        gw.mcp = await start_mcp_listeners(
+            gw.settings, lambda: gw.holder.current, gw.runtime, gw.redis
         )
     except BaseException:
-        # A listener that cannot start (a port taken, TLS files refused): nothing outlives it.
-        await telemetry.close()  # the previous tracer back, the metrics port free
-        await audit.close()
-        await pool.close()
-        if redis is not None:
-            with contextlib.suppress(Exception):
-                await redis.aclose()
-        if process is not None:
-            process.stop()
+        await gw.stop(0)  # the gRPC listeners and everything above
         raise
-    gw = Gateway(settings, holder, runtime, servers, pool, redis, process, telemetry=telemetry)
-    if any(x.protocol == "mcp" for x in settings.listeners):
-        from gateway.transport.mcp.server import start_mcp_listeners  # noqa: PLC0415 - HTTP stack if used
 
-        try:
-            gw.mcp = await start_mcp_listeners(settings, lambda: holder.current, runtime, redis)
-        except BaseException:
-            await gw.stop(0)  # the gRPC listeners and everything above
-            raise
-    if runtime.approvals is not None and redis is not None:
-        pending_key = runtime.approvals.keys.pending
-        telemetry.watch_gauge(metrics.approvals_pending, lambda: redis.zcard(pending_key))
-    servers.set_serving("", True)
-    servers.set_serving(READY_SERVICE, True)  # readiness = config and policies loaded
+
+def _start_background(
+    gw: Gateway, notifier: WebhookNotifier | None, reconcile_every_s: float
+) -> None:
+    """What runs beside the listeners: the pending-approvals gauge, Redis health (and the
+    approval expiry sweep), the approval index reconcile, the webhook notifier."""
+    redis, approvals = gw.redis, gw.runtime.approvals
+    if approvals is not None and redis is not None and gw.telemetry is not None:
+        pending_key = approvals.keys.pending
+        gw.telemetry.watch_gauge(metrics.approvals_pending, lambda: redis.zcard(pending_key))
     if redis is not None:
         gw.tasks.append(asyncio.create_task(_redis_health(gw), name="redis-health"))
-    if redis is not None and runtime.approvals is not None:
+    if redis is not None and approvals is not None:
         reconciling = _reconcile_approvals(gw, reconcile_every_s)
         gw.tasks.append(asyncio.create_task(reconciling, name="approval-reconcile"))
     if notifier is not None:
         gw.tasks.append(asyncio.create_task(notifier.run(), name="webhooks"))
-    return gw
+
+
+def _ready(gw: Gateway) -> None:
+    """Health SERVING: readiness means the config and policies are loaded."""
+    gw.servers.set_serving("", True)
+    gw.servers.set_serving(READY_SERVICE, True)
 
 
 async def serve(args: argparse.Namespace) -> int:
