@@ -9,6 +9,7 @@ command line never copies a bearer token into a terminal, a CI log or a bug repo
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import re
 import sys
@@ -22,6 +23,18 @@ REDACTED = "<redacted>"
 # password of a URL (`redis://user:secret@host`).
 _JWT = re.compile(r"eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*")
 _URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@\s]+@", re.IGNORECASE)
+# argparse's message for a sub-command it does not know (3.12: quoted choices, 3.13+: bare).
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
+
+
+def suggestion(message: str) -> str:
+    """` (did you mean 'approve'?)` for an argparse invalid-choice message with a near choice."""
+    found = _INVALID_CHOICE.search(message)
+    if found is None:
+        return ""
+    choices = [c.strip().strip("'") for c in found.group(2).split(",")]
+    near = difflib.get_close_matches(found.group(1), choices, n=1, cutoff=0.6)
+    return f"; did you mean {near[0]!r}?" if near else ""
 
 
 def secret_values(argv: Sequence[str]) -> list[str]:
@@ -79,7 +92,7 @@ class Parser(argparse.ArgumentParser):
         # A sub-command's parser may see only its part of the line: check the whole one too.
         argv = [*self._argv, *sys.argv[1:]]
         self.print_usage(sys.stderr)
-        self.exit(2, f"{self.prog}: error: {redact(message, argv)}\n")
+        self.exit(2, f"{self.prog}: error: {redact(message + suggestion(message), argv)}\n")
 
 
 def everywhere(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -19,6 +20,27 @@ _GROUPS: dict[str, tuple[str, str]] = {
     "audit": ("gateway.cli.audit", "tail or query the audit stream"),
     "cache": ("gateway.cli.cache", "purge a capability's result cache entries"),
     "inbox": ("gateway.cli.inbox", "serve the approver web inbox"),
+    "describe": ("gateway.cli.describe", "list the capabilities a caller may see"),
+    "invoke": ("gateway.cli.invoke", "call a capability and print its envelope"),
+    "check": ("gateway.cli.check", "what an invoke would be answered, without calling"),
+    "resume": ("gateway.cli.resume", "run a call once its approval is approved"),
+    "approval": ("gateway.cli.approval", "the status of an approval you asked for"),
+    "token": ("gateway.cli.token", "mint a local dev token (--dev) for a key this config owns"),
+}
+# Sub-commands typed without their group (`capgate approve`): the suggestion names the group.
+_SUBCOMMANDS: dict[str, tuple[str, ...]] = {
+    "approve": ("approvals",),
+    "reject": ("approvals",),
+    "list": ("approvals",),
+    "show": ("approvals",),
+    "watch": ("approvals",),
+    "tail": ("audit",),
+    "query": ("audit",),
+    "purge": ("cache",),
+    "status": ("approval",),
+    "test": ("policy",),
+    "explain": ("policy",),
+    "lint": ("policy",),
 }
 # Long-running servers log through their own handlers; every other group's stderr is redacted.
 _SERVERS = frozenset({"serve", "inbox"})
@@ -40,7 +62,7 @@ def version() -> str:
 def _usage() -> str:
     lines = ["usage: capgate [--version] <command> [options]", "", "commands:"]
     lines += [f"  {name:<10} {about}" for name, (_, about) in _GROUPS.items()]
-    lines += ["", "`capgate <command> --help` describes each command's options."]
+    lines += ["", "`capgate help <command>` (or `capgate <command> --help`) describes its options."]
     return "\n".join(lines)
 
 
@@ -59,6 +81,16 @@ class _Redacting:
         return getattr(self._inner, name)
 
 
+def _unknown(name: str, args: list[str]) -> int:
+    """Exit 2 naming the command, with the nearest known ones (as git and kubectl suggest)."""
+    near = difflib.get_close_matches(name, _GROUPS, n=2, cutoff=0.6)
+    subs = [f"{group} {name}" for group in _SUBCOMMANDS.get(name, ())]
+    guesses = " or ".join(f"'capgate {g}'" for g in [*near, *subs])
+    hint = f"; did you mean {guesses}?" if guesses else ""
+    print(f"capgate: unknown command {redact(name, args)!r}{hint}\n\n{_usage()}", file=sys.stderr)
+    return 2
+
+
 def _dispatch(args: list[str]) -> int:
     if not args or args[0] in {"-h", "--help"}:
         print(_usage())
@@ -66,10 +98,12 @@ def _dispatch(args: list[str]) -> int:
     if args[0] == "--version":
         print(f"capgate {version()}")
         return 0
+    if args[0] == "help":
+        # `capgate help CMD [SUB]` is `capgate CMD [SUB] --help`.
+        return _dispatch([*args[1:], "--help"]) if args[1:] else _dispatch(["--help"])
     name, rest = args[0], args[1:]
     if name not in _GROUPS:
-        print(f"capgate: unknown command {redact(name, args)!r}\n\n{_usage()}", file=sys.stderr)
-        return 2
+        return _unknown(name, args)
     module_name, _ = _GROUPS[name]
     # gRPC core prints a line at INFO on stderr per failed TLS handshake: for `serve` that is
     # one line per unauthenticated probe, without limit; the other commands say it better.
