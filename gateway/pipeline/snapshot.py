@@ -24,25 +24,21 @@ from gateway.config.settings import Settings
 from gateway.config.source import config_files
 from gateway.model import Capability
 from gateway.pipeline.limits import CompiledLimit, compile_limits
-from gateway.upstream.call import UpstreamCall, grpc_call, procedure_call
-from gateway.upstream.channels import HTTP_KINDS, ChannelPool
+from gateway.upstream.call import UpstreamCall
+from gateway.upstream.channels import ChannelPool
 from gateway.upstream.descriptors import (
     load_descriptor_set,
     load_from_reflection,
-    resolve_method,
 )
 from gateway.upstream.errors import UpstreamConfigError
 from gateway.upstream.mapinput import InputMapper, MapInputError
-from gateway.upstream.schema import derive_schema
 from gateway.upstream.spec import Upstream
-from gateway.upstream.targets import prepare_target
+from gateway.upstream.targets import TargetRefused, UpstreamUnusable, prepare_target
 from gateway.values.outputexpr import OutputExpr, OutputExprError
 from gateway.values.redact import Redactor
 from gateway.values.validation import SchemaValidator
 from policy import LoadIssue, Phase, PolicyLoadError, PolicySet, load_policy_set
 from policy.files import read_sources, revision_of
-
-PROCEDURE_METHOD = "/capgate.v1.Procedure/Invoke"
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,61 +201,27 @@ async def _prepare(
     reflection not asked for), or None after recording why it cannot be prepared."""
     parts: PathParts = ("capabilities", index)
     upstream = settings.upstreams[cap.upstream]
-    if upstream.kind in HTTP_KINDS:  # http and mcp upstreams (gateway/upstream/targets.py)
-        try:
-            found = await prepare_target(cap, upstream, pool, connect=lookups.reflection)
-        except UpstreamConfigError as exc:
-            problems.append(_refusal(cap, parts, str(exc)))
-            return None
-        if found is None:
-            return cap.input_schema or {}
-        return _complete(
-            found.capability,
-            parts,
-            (found.input_schema, found.call, found.method),
-            found.request_schema,
-            settings=settings,
-            pool=pool,
-            problems=problems,
-            hmac_key=hmac_key,
-            key_id=key_id,
-        )
     try:
-        channel = pool.channel(upstream)  # reads the upstream's TLS files
-    except UpstreamConfigError as exc:
-        problems.append(_refusal(cap, (*parts, "upstream"), str(exc)))
-        return None
-    call: UpstreamCall
-    if upstream.kind == "procedure":
-        if cap.input_schema is None:
-            problems.append(_refusal(cap, parts, "a procedure upstream needs input_schema"))
-            return None
-        input_schema: Mapping[str, Any] = cap.input_schema
-        call = procedure_call(channel, cap.id, upstream=upstream)
-        method = cap.method or PROCEDURE_METHOD
-        request_schema = cap.map_input_schema
-    else:
-        descriptors = await lookups.of(upstream, pool, cap)
-        if descriptors is None:
-            return cap.input_schema or {}
-        if isinstance(descriptors, UpstreamConfigError):
-            return None  # the upstream's problem (`lookups.problems`)
-        try:
-            info = resolve_method(descriptors, cap.method)
-        except UpstreamConfigError as exc:
-            problems.append(_refusal(cap, (*parts, "method"), str(exc)))
-            return None
-        input_schema = (
-            cap.input_schema if cap.input_schema is not None else derive_schema(info.input)
+        found = await prepare_target(
+            cap,
+            upstream,
+            pool,
+            connect=lookups.reflection,
+            descriptors=lambda up, c: lookups.of(up, pool, c),
         )
-        call = grpc_call(channel, info, upstream=upstream)
-        method = info.full_method
-        request_schema = derive_schema(info.input) if cap.map_input else None
+    except UpstreamUnusable:
+        return None  # the upstream's problem (`lookups.problems`)
+    except UpstreamConfigError as exc:
+        key = exc.key if isinstance(exc, TargetRefused) else None
+        problems.append(_refusal(cap, parts if key is None else (*parts, key), str(exc)))
+        return None
+    if found is None:
+        return cap.input_schema or {}
     return _complete(
-        cap,
+        found.capability,
         parts,
-        (input_schema, call, method),
-        request_schema,
+        (found.input_schema, found.call, found.method),
+        found.request_schema,
         settings=settings,
         pool=pool,
         problems=problems,

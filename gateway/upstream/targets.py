@@ -1,28 +1,53 @@
-"""Preparing the capabilities of upstreams served over HTTP (`kind: http`, `kind: mcp`) for the
-snapshot: their input and output schemas, the prepared call, and the name bound into approvals
-(the gRPC kinds are prepared in gateway/pipeline/snapshot.py from descriptors)."""
+"""The one place an upstream kind maps to its implementation: `KINDS`, kind → the function
+that prepares a capability over it for the snapshot (its input schema, the prepared call, the
+method bound into approvals, what map_input builds). gateway/pipeline/snapshot.py calls
+`prepare_target` for every capability, whatever its kind; a new kind is a row here."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from gateway.model import Capability
-from gateway.upstream.call import UpstreamCall, rerun_safe
+from gateway.upstream.call import (
+    PROCEDURE_METHOD,
+    UpstreamCall,
+    grpc_call,
+    procedure_call,
+    rerun_safe,
+)
+from gateway.upstream.descriptors import resolve_method
 from gateway.upstream.errors import UpstreamConfigError
 from gateway.upstream.http import http_call
 from gateway.upstream.mcpcall import McpToolCall, load_tool, plain_schema, schema_problems
 from gateway.upstream.mcpclient import McpClient
+from gateway.upstream.schema import derive_schema
 from gateway.upstream.spec import Upstream
 
 if TYPE_CHECKING:
+    from google.protobuf.descriptor_pool import DescriptorPool
+
     from gateway.upstream.channels import ChannelPool
 
-__all__ = ["LOAD_TIMEOUT_S", "Target", "prepare_target"]
+__all__ = [
+    "KINDS",
+    "LOAD_TIMEOUT_S",
+    "DescriptorLookup",
+    "Target",
+    "TargetRefused",
+    "UpstreamUnusable",
+    "prepare_target",
+]
 
 LOAD_TIMEOUT_S = 10.0  # listing an MCP server's tools at load
+
+# A gRPC upstream's descriptors for a capability: the pool, why there is none, or None when it
+# was not resolved (server reflection, not asked for). The snapshot looks each upstream up once.
+DescriptorLookup = Callable[
+    [Upstream, Capability], Awaitable["DescriptorPool | UpstreamConfigError | None"]
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,33 +60,118 @@ class Target:
     request_schema: Mapping[str, Any] | None = None
 
 
+class TargetRefused(UpstreamConfigError):
+    """A capability that cannot be prepared; `key`: the capability's key the problem is at
+    (`upstream`, `method`), None for the capability itself."""
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class UpstreamUnusable(UpstreamConfigError):
+    """The upstream's own problem (its descriptors could not be looked up): reported once at
+    the upstream by whoever looked it up, not at each capability."""
+
+
 async def prepare_target(
-    cap: Capability, upstream: Upstream, pool: ChannelPool, *, connect: bool
+    cap: Capability,
+    upstream: Upstream,
+    pool: ChannelPool,
+    *,
+    connect: bool,
+    descriptors: DescriptorLookup,
 ) -> Target | None:
-    """The prepared target; None when it needs the upstream and `connect` is False (`capgate
-    config check` without resolving); raises `UpstreamConfigError` when it cannot be prepared."""
-    if upstream.kind == "http":
-        if cap.http is None or cap.input_schema is None:
-            raise UpstreamConfigError("an http upstream needs http and input_schema")
-        call = http_call(
-            pool.http,
-            upstream,
-            cap.http,
-            effect_free=cap.side_effect in ("none", "read"),
-            rerun_safe=rerun_safe(cap),
-        )
-        request = cap.map_input_schema if cap.map_input else None
-        return Target(cap, cap.input_schema, call, call.full_method, request)
-    if upstream.kind == "mcp" and cap.tool is not None:
-        return await _mcp_target(cap, upstream, pool, connect=connect)
-    raise UpstreamConfigError(f"kind {upstream.kind} is not served over HTTP")
+    """The prepared target; None when it needs the upstream and `connect` (or, for kind grpc,
+    the descriptor lookup) did not resolve it (`capgate config check` without resolving);
+    raises `UpstreamConfigError` (`TargetRefused`, `UpstreamUnusable`) when it cannot be
+    prepared."""
+    prepare = KINDS.get(upstream.kind)
+    if prepare is None:
+        raise TargetRefused(f"kind {upstream.kind} is not a known upstream kind")
+    return await prepare(cap, upstream, pool, connect, descriptors)
+
+
+async def _grpc_target(
+    cap: Capability,
+    upstream: Upstream,
+    pool: ChannelPool,
+    connect: bool,
+    descriptors: DescriptorLookup,
+) -> Target | None:
+    """Kind grpc: the method resolved in the upstream's descriptors; the input schema derived
+    from its request message unless the config gives one."""
+    channel = _channel(upstream, pool)
+    found = await descriptors(upstream, cap)
+    if found is None:
+        return None
+    if isinstance(found, UpstreamConfigError):
+        raise UpstreamUnusable(str(found))
+    try:
+        info = resolve_method(found, cap.method)
+    except UpstreamConfigError as exc:
+        raise TargetRefused(str(exc), key="method") from None
+    input_schema = cap.input_schema if cap.input_schema is not None else derive_schema(info.input)
+    request = derive_schema(info.input) if cap.map_input else None
+    call = grpc_call(channel, info, upstream=upstream)
+    return Target(cap, input_schema, call, info.full_method, request)
+
+
+async def _procedure_target(
+    cap: Capability,
+    upstream: Upstream,
+    pool: ChannelPool,
+    connect: bool,
+    descriptors: DescriptorLookup,
+) -> Target | None:
+    """Kind procedure: capgate's own Procedure service, the schema the config's."""
+    channel = _channel(upstream, pool)
+    if cap.input_schema is None:
+        raise TargetRefused("a procedure upstream needs input_schema")
+    call = procedure_call(channel, cap.id, upstream=upstream)
+    method = cap.method or PROCEDURE_METHOD
+    return Target(cap, cap.input_schema, call, method, cap.map_input_schema)
+
+
+def _channel(upstream: Upstream, pool: ChannelPool) -> Any:
+    try:
+        return pool.channel(upstream)  # reads the upstream's TLS files
+    except UpstreamConfigError as exc:
+        raise TargetRefused(str(exc), key="upstream") from None
+
+
+async def _http_target(
+    cap: Capability,
+    upstream: Upstream,
+    pool: ChannelPool,
+    connect: bool,
+    descriptors: DescriptorLookup,
+) -> Target | None:
+    """Kind http: one HTTP request per call, the schema the config's."""
+    if cap.http is None or cap.input_schema is None:
+        raise UpstreamConfigError("an http upstream needs http and input_schema")
+    call = http_call(
+        pool.http,
+        upstream,
+        cap.http,
+        effect_free=cap.side_effect in ("none", "read"),
+        rerun_safe=rerun_safe(cap),
+    )
+    request = cap.map_input_schema if cap.map_input else None
+    return Target(cap, cap.input_schema, call, call.full_method, request)
 
 
 async def _mcp_target(
-    cap: Capability, upstream: Upstream, pool: ChannelPool, *, connect: bool
+    cap: Capability,
+    upstream: Upstream,
+    pool: ChannelPool,
+    connect: bool,
+    descriptors: DescriptorLookup,
 ) -> Target | None:
-    """The tool as the server lists it now: its schemas unless the config gives them."""
-    assert cap.tool is not None
+    """Kind mcp: the tool as the server lists it now, its schemas unless the config gives
+    them."""
+    if cap.tool is None:
+        raise UpstreamConfigError("an mcp upstream needs tool")
     client = pool.http.shared(upstream, lambda http: McpClient(http, upstream))
     if not connect:
         return None
@@ -84,3 +194,16 @@ def _checked(schema: Any, what: str) -> Mapping[str, Any]:
         raise UpstreamConfigError("; ".join(problems[:5]))
     assert isinstance(schema, Mapping)
     return plain_schema(schema)
+
+
+_Prepare = Callable[
+    [Capability, Upstream, "ChannelPool", bool, DescriptorLookup], Awaitable[Target | None]
+]
+
+# kind → how a capability over it is prepared: the one dispatch on an upstream's kind.
+KINDS: Final[Mapping[str, _Prepare]] = {
+    "grpc": _grpc_target,
+    "procedure": _procedure_target,
+    "http": _http_target,
+    "mcp": _mcp_target,
+}

@@ -78,7 +78,15 @@ PUBLIC = {
     ],
     "httpspec": ["BODY_METHODS", "HttpUpstream", "parse_template"],
     "spec": ["Upstream"],
-    "targets": ["LOAD_TIMEOUT_S", "Target", "prepare_target"],
+    "targets": [
+        "KINDS",
+        "LOAD_TIMEOUT_S",
+        "DescriptorLookup",
+        "Target",
+        "TargetRefused",
+        "UpstreamUnusable",
+        "prepare_target",
+    ],
     "openapi": ["Draft", "draft_capabilities"],
     "mcpspec": [
         "HANDSHAKE_VERSIONS",
