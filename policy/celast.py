@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-__all__ = ["ExprFacts", "read_facts"]
+__all__ = ["ExprFacts", "read_facts", "read_paths"]
 
 # cel.expr.Expr oneof members that hold sub-expressions, by field number.
-_EXPR_ID, _CONST, _SELECT, _CALL, _LIST, _STRUCT, _COMPREHENSION = 2, 3, 5, 6, 7, 8, 9
+_EXPR_ID, _CONST, _IDENT, _SELECT = 2, 3, 4, 5
+_CALL, _LIST, _STRUCT, _COMPREHENSION = 6, 7, 8, 9
 _STRING_VALUE = 6  # Constant.string_value
 _CALL_TARGET, _CALL_FUNCTION, _CALL_ARGS = 1, 2, 3
 _COMPREHENSION_EXPRS = {2, 4, 5, 6, 7}  # iter_range, accu_init, loop_condition, loop_step, result
@@ -35,6 +36,63 @@ def read_facts(serialized: bytes) -> ExprFacts:
     facts = ExprFacts()
     _walk(_bytes(top.get(4)), positions, facts)  # CheckedExpr.expr
     return facts
+
+
+def read_paths(serialized: bytes) -> frozenset[tuple[str, ...]]:
+    """Every variable an expression reads, as the longest field path it selects: `actor.id`
+    -> ("actor", "id"); `actor.attributes["t"]` -> ("actor", "attributes") (an index is not
+    a field select, so the path stops there: the whole map is read). A path is what the
+    expression may depend on and nothing less; comprehension variables appear too (a caller
+    that does not know a name treats it conservatively)."""
+    top = _singular(_bytes(_singular(serialized).get(2)))  # Any.value → CheckedExpr
+    paths: set[tuple[str, ...]] = set()
+    _paths(_bytes(top.get(4)), paths)
+    return frozenset(paths)
+
+
+def _chain(expr: bytes) -> tuple[str, ...] | None:
+    """`a.b.c` as ("a", "b", "c") when `expr` is an identifier with field selects on it."""
+    fields = _singular(expr)
+    ident = fields.get(_IDENT)
+    if isinstance(ident, bytes):
+        return (_text(_bytes(_singular(ident).get(1))),)
+    select = fields.get(_SELECT)
+    if isinstance(select, bytes):
+        parts = _singular(select)
+        inner = _chain(_bytes(parts.get(1)))
+        if inner is not None:
+            return (*inner, _text(_bytes(parts.get(2))))
+    return None
+
+
+def _paths(expr: bytes, paths: set[tuple[str, ...]]) -> None:
+    chain = _chain(expr)
+    if chain is not None:
+        paths.add(chain)
+        return
+    for number, value in _fields(expr):
+        if not isinstance(value, bytes):
+            continue
+        if number == _SELECT:
+            _paths(_bytes(_singular(value).get(1)), paths)
+        elif number == _CALL:
+            for sub, item in _fields(value):
+                if sub in (_CALL_TARGET, _CALL_ARGS) and isinstance(item, bytes):
+                    _paths(item, paths)
+        elif number == _LIST:
+            for sub, item in _fields(value):
+                if sub == 1 and isinstance(item, bytes):
+                    _paths(item, paths)
+        elif number == _STRUCT:
+            for sub, entry in _fields(value):
+                if sub == 2 and isinstance(entry, bytes):
+                    for part, item in _fields(entry):
+                        if part in _STRUCT_ENTRY_EXPRS and isinstance(item, bytes):
+                            _paths(item, paths)
+        elif number == _COMPREHENSION:
+            for sub, item in _fields(value):
+                if sub in _COMPREHENSION_EXPRS and isinstance(item, bytes):
+                    _paths(item, paths)
 
 
 def _walk(expr: bytes, positions: dict[int, int], facts: ExprFacts) -> None:

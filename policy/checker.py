@@ -19,7 +19,7 @@ from typing import Any
 import re2
 from cel_expr_python import cel
 
-from policy.celast import ExprFacts, read_facts
+from policy.celast import ExprFacts, read_facts, read_paths
 from policy.celsource import CONST_VAR, Diagnostic, diagnostics, issue_at, rewrite_const
 from policy.diagnose import MATCH_CONTEXT, Variant, explain
 from policy.document import ExprSpec, PolicySpec
@@ -189,6 +189,17 @@ class Checker:
         the variable), and the gateway may evaluate it before input validation (ADR 0016)."""
         source = rewrite_const(expr.text)
         return not isinstance(self._compile(Phase.INVOCATION, None, source), list)
+
+    def paths_read(self, expr: ExprSpec, context: str) -> frozenset[tuple[str, ...]] | None:
+        """The variable paths `expr` reads when compiled in `context` (input as dyn), e.g.
+        {("actor", "roles"), ("surface",)}; None when it does not compile there (unknown: a
+        caller assumes it reads everything). Describe's cache keys by these (docs/policies.md)."""
+        dyn = Variant(_DYN, None, ())
+        has_input = context in {Phase.INVOCATION, Phase.EXECUTION}
+        outcome = self._compile(context, dyn if has_input else None, rewrite_const(expr.text))
+        if isinstance(outcome, list):
+            return None
+        return read_paths(outcome.serialize())
 
     def reads_hooks(self, expr: ExprSpec, contexts: Sequence[str]) -> bool:
         """Whether `expr` may read `hooks`: it does not compile, in one of `contexts`, with

@@ -56,6 +56,9 @@ class CompiledPolicy:
     input_free: bool = False
     # Some rule may read `hooks` (docs/hooks.md): decidable only after the pre-hooks ran.
     reads_hooks: bool = False
+    # What the discovery phase's evaluation of it may read (match and rules), as variable
+    # paths; None when unknown (read everything). Empty for a policy not in that phase.
+    discovery_reads: frozenset[tuple[str, ...]] | None = frozenset()
 
     @property
     def enforced(self) -> bool:
@@ -125,7 +128,22 @@ class _Compiler:
             reads_hooks=any(
                 self.checker.reads_hooks(rule.when, list(spec.phases)) for rule in spec.rules
             ),
+            discovery_reads=self._discovery_reads(spec),
         )
+
+    def _discovery_reads(self, spec: PolicySpec) -> frozenset[tuple[str, ...]] | None:
+        if Phase.DISCOVERY not in spec.phases:
+            return frozenset()
+        found: set[tuple[str, ...]] = set()
+        exprs: list[tuple[ExprSpec, str]] = [(rule.when, Phase.DISCOVERY) for rule in spec.rules]
+        if spec.match_expr is not None:
+            exprs.append((spec.match_expr, MATCH_CONTEXT))
+        for expr, context in exprs:
+            paths = self.checker.paths_read(expr, context)
+            if paths is None:
+                return None
+            found |= paths
+        return frozenset(found)
 
     def _program(self, expr: ExprSpec, contexts: list[str], variants: Any) -> Program | None:
         found = self.checker.check(expr, contexts, variants)

@@ -9,7 +9,7 @@ become error stances that combine as deny (SI-7). Shadow stances never count.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from time import perf_counter, thread_time
 from typing import Any
@@ -58,6 +58,9 @@ class PolicySet:
         }
         self._selected: dict[tuple[str, str, tuple[str, ...]], tuple[CompiledPolicy, ...]] = {}
         self._hides: dict[tuple[Any, ...], bool] = {}
+        self.discovery_reads = _union(
+            p.discovery_reads for p in policies if Phase.DISCOVERY in p.phases
+        )
         self.revision = revision
         self.policy_names = tuple(p.name for p in policies)
         self.notes = notes
@@ -219,6 +222,18 @@ class PolicySet:
             approval = merge_requirements(parts)
         message = first.message if first is not None and decision is not Decision.ALLOW else None
         return Evaluation(decision, tuple(stances), message, approval, failed, elapsed)
+
+
+def _union(
+    reads: Iterable[frozenset[tuple[str, ...]] | None],
+) -> frozenset[tuple[str, ...]] | None:
+    """Every path some discovery-phase policy reads; None when one of them is unknown."""
+    found: set[tuple[str, ...]] = set()
+    for paths in reads:
+        if paths is None:
+            return None
+        found |= paths
+    return frozenset(found)
 
 
 def _failed(policy: CompiledPolicy, rule: int | None, cause: str) -> Stance:

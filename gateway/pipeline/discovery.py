@@ -11,8 +11,12 @@ only what Invoke would and emits no capability.* events; full stances only for t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import weakref
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any, Final
 
 from capgate.v1 import gateway_pb2, types_pb2
 from gateway.audit.events import discovered_event
@@ -44,37 +48,105 @@ _DECISIONS = {
 }
 
 
+# Describe's answers per snapshot (issue 29): what the discovery phase decides depends only on
+# the snapshot, the surface and the actor fields its policies read, so two Describes that agree
+# on those get the same descriptors. Bounded per snapshot; a reload is a new snapshot.
+_ENTRIES_PER_SNAPSHOT: Final = 4096
+_SNAPSHOTS_KEPT: Final = 8
+_MISSING: Final = "\x00missing"  # an absent field, distinct from any JSON value
+_ACTOR_FIELDS: Final = frozenset({"id", "kind", "issuer", "roles", "attributes"})
+
+
+@dataclass(slots=True)
+class _SnapshotCache:
+    """One snapshot's Describe answers, by (surface, the actor fields its policies read)."""
+
+    snapshot: weakref.ref[Snapshot]
+    # The actor paths to key by; None: every answer is computed (a policy reads the time, or
+    # what it reads is unknown).
+    paths: tuple[tuple[str, ...], ...] | None
+    entries: dict[Hashable, gateway_pb2.DescribeResponse] = field(default_factory=dict)
+
+
+_caches: dict[int, _SnapshotCache] = {}
+
+
+def _actor_paths(reads: frozenset[tuple[str, ...]] | None) -> tuple[tuple[str, ...], ...] | None:
+    """The actor fields a cache key must hold, from what discovery policies read; None when no
+    key can stand for the answer. Conservative: the whole actor when a policy reads `actor`
+    itself or a field it does not know; never cached when one reads `request` (its `now`)."""
+    if reads is None or any(p[0] == "request" for p in reads):
+        return None
+    fields: set[tuple[str, ...]] = set()
+    for path in reads:
+        if path[0] != "actor":
+            continue  # surface is in the key; capability and constants are the snapshot's
+        if len(path) == 1 or path[1] not in _ACTOR_FIELDS:
+            return ((),)  # the whole actor
+        fields.add(path[:3] if path[1] == "attributes" else path[:2])
+    # A whole map read makes its keys redundant; sorted, so the key's order is stable.
+    return tuple(
+        sorted(p for p in fields if not (len(p) == 3 and ("actor", "attributes") in fields))
+    )
+
+
+def _cache_of(snapshot: Snapshot) -> _SnapshotCache:
+    found = _caches.get(id(snapshot))
+    if found is not None and found.snapshot() is snapshot:
+        return found
+    if len(_caches) >= _SNAPSHOTS_KEPT:
+        _caches.clear()
+    found = _SnapshotCache(weakref.ref(snapshot), _actor_paths(snapshot.policies.discovery_reads))
+    _caches[id(snapshot)] = found
+    return found
+
+
+def _lookup(value: dict[str, Any], path: tuple[str, ...]) -> Any:
+    current: Any = value
+    for part in path[1:]:  # path[0] is "actor"
+        if not isinstance(current, dict) or part not in current:
+            return _MISSING
+        current = current[part]
+    return current
+
+
+def _key(
+    paths: tuple[tuple[str, ...], ...], surface: str, actor_value: dict[str, Any]
+) -> Hashable | None:
+    """The cache key, or None when a value cannot be put in canonical form (not cached)."""
+    try:
+        if paths == ((),):
+            return (surface, json.dumps(actor_value, sort_keys=True, separators=(",", ":")))
+        values = [_lookup(actor_value, ("actor", *p[1:])) for p in paths]
+        return (surface, json.dumps(values, sort_keys=True, separators=(",", ":")))
+    except (TypeError, ValueError):
+        return None
+
+
 def describe(
     snapshot: Snapshot, rt: Runtime, *, surface: str, actor: Actor, ids: list[str]
 ) -> gateway_pb2.DescribeResponse:
-    wanted = set(ids)
-    now = datetime.fromtimestamp(rt.wall(), UTC)
-    out = gateway_pb2.DescribeResponse(revision=snapshot.revision)
+    """The capabilities `actor` may discover on `surface` (all, or those of `ids`). The answer
+    is shared between calls (never mutated after it is cached); each call emits its own
+    `capabilities.discovered`."""
     actor_value = actor.as_policy_value()
-    for cap_id, prepared in snapshot.capabilities.items():
-        if (wanted and cap_id not in wanted) or not prepared.capability.exposed_on(surface):
-            continue
-        phases = prepared.policy_phases
-        decision = Decision.ALLOW  # no discovery policy applies: shown as configured
-        if phases is None or Phase.DISCOVERY in phases:
-            decision = snapshot.policies.evaluate_all(
-                Phase.DISCOVERY,
-                EvalRequest(
-                    actor=actor_value,
-                    capability=prepared.policy_value,
-                    capability_policies=prepared.capability.policies,
-                    surface=surface,
-                    input=None,
-                    now=now,
-                ),
-            ).decision
-        if decision in (Decision.DENY, Decision.HIDE):
-            continue  # indistinguishable from nonexistent; errors fail closed the same way
-        descriptor = out.capabilities.add()
-        descriptor.CopyFrom(prepared.descriptor)
-        descriptor.requires_approval = (
-            decision is Decision.REQUIRE_APPROVAL or prepared.capability.approval.required
+    cache = _cache_of(snapshot)
+    key = None if cache.paths is None else _key(cache.paths, surface, actor_value)
+    found = cache.entries.get(key) if key is not None else None
+    if found is None:
+        only = set(ids) if key is None else set()  # uncached: evaluate only what was asked
+        found, cacheable = _discover(
+            snapshot, rt, surface=surface, actor_value=actor_value, only=only
         )
+        if key is not None and cacheable:
+            if len(cache.entries) >= _ENTRIES_PER_SNAPSHOT:
+                cache.entries.clear()
+            cache.entries[key] = found
+    out = found
+    if ids and key is not None:
+        wanted = set(ids)
+        out = gateway_pb2.DescribeResponse(revision=snapshot.revision)
+        out.capabilities.extend(d for d in found.capabilities if d.id in wanted)
     rt.audit.emit(
         discovered_event(
             rt.new_id(),  # the Describe's execution id, as Invoke draws one at stage 2
@@ -86,6 +158,48 @@ def describe(
         )
     )
     return out
+
+
+def _discover(
+    snapshot: Snapshot,
+    rt: Runtime,
+    *,
+    surface: str,
+    actor_value: dict[str, Any],
+    only: set[str],
+) -> tuple[gateway_pb2.DescribeResponse, bool]:
+    """Every capability the discovery phase shows, and whether the answer may be cached: not
+    when a policy failed (a CPU time limit hit under load must not conceal for ever)."""
+    now = datetime.fromtimestamp(rt.wall(), UTC)
+    out = gateway_pb2.DescribeResponse(revision=snapshot.revision)
+    cacheable = True
+    for cap_id, prepared in snapshot.capabilities.items():
+        if (only and cap_id not in only) or not prepared.capability.exposed_on(surface):
+            continue
+        phases = prepared.policy_phases
+        decision = Decision.ALLOW  # no discovery policy applies: shown as configured
+        if phases is None or Phase.DISCOVERY in phases:
+            evaluation = snapshot.policies.evaluate_all(
+                Phase.DISCOVERY,
+                EvalRequest(
+                    actor=actor_value,
+                    capability=prepared.policy_value,
+                    capability_policies=prepared.capability.policies,
+                    surface=surface,
+                    input=None,
+                    now=now,
+                ),
+            )
+            decision = evaluation.decision
+            cacheable = cacheable and not any(s.error for s in evaluation.stances)
+        if decision in (Decision.DENY, Decision.HIDE):
+            continue  # indistinguishable from nonexistent; errors fail closed the same way
+        descriptor = out.capabilities.add()
+        descriptor.CopyFrom(prepared.descriptor)
+        descriptor.requires_approval = (
+            decision is Decision.REQUIRE_APPROVAL or prepared.capability.approval.required
+        )
+    return out, cacheable
 
 
 async def check(
