@@ -45,7 +45,12 @@ def _parser() -> argparse.ArgumentParser:
 
     def command(name: str, about: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=about, description=about)
-        sub.add_argument("directory", type=Path, help="directory of policy files")
+        sub.add_argument(
+            "directory",
+            type=Path,
+            metavar="PATH",
+            help="a directory of policy files, or one policy file (as policies.paths takes)",
+        )
         sub.add_argument(
             "--backend",
             choices=sorted(BACKENDS),
@@ -114,8 +119,8 @@ def _registry(args: argparse.Namespace) -> dict[str, dict[str, Any]] | None:
 def _load(args: argparse.Namespace) -> PolicySet:
     """The policy set (typed by the `--config` registry), and with `--config` the names its
     capabilities list must all be in it, as the gateway requires."""
-    if not args.directory.is_dir():
-        raise _UsageError(f"{args.directory}: not a directory")
+    if not args.directory.exists():
+        raise _UsageError(f"{args.directory}: no such file or directory")
     registry = _registry(args)
     hooks = hooks_from_config(args.config) if args.config is not None else None
     try:
@@ -140,18 +145,33 @@ def _check(args: argparse.Namespace) -> int:
     rules = len(policy_set.rule_sites())
     files = len({site[2] for site in policy_set.rule_sites()})
     print(
-        f"ok: {len(policy_set.policy_names)} policies, {rules} rules in {files} files "
-        f"(revision {policy_set.revision})"
+        f"ok: {_count(len(policy_set.policy_names), 'policy', 'policies')}, "
+        f"{_count(rules, 'rule')} in {_count(files, 'file')} (revision {policy_set.revision})"
     )
     for note in policy_set.notes:
         print(f"note: {note}")
     return 0
 
 
+def _count(n: int, one: str, many: str = "") -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
+def _suites(path: Path) -> Path:
+    """Where the suites of `path` are: a directory's own; a policy file's `<stem>_test.yaml`."""
+    if path.is_dir():
+        return path
+    for suffix in (".yaml", ".yml"):
+        suite = path.with_name(f"{path.stem}_test{suffix}")
+        if suite.is_file():
+            return suite
+    raise _UsageError(f"{path}: no suite {path.stem}_test.yaml next to it")
+
+
 def _test(args: argparse.Namespace) -> int:
     policy_set = _load(args)
     hooks = hooks_from_config(args.config) if args.config is not None else None
-    report = run_suites(args.directory, policy_set, _registry(args), hooks)
+    report = run_suites(_suites(args.directory), policy_set, _registry(args), hooks)
     if not report.results and not report.errors:
         raise _UsageError(f"{args.directory}: no *_test.yaml suites found")
     if args.junit is not None:

@@ -114,5 +114,9 @@ def report_text(report: SuiteReport) -> str:
     for policy, rule, path, line in report.uncovered:
         lines.append(f"  not hit: {policy}/rules[{rule}] ({path}:{line})")
     passed = sum(r.passed for r in report.results)
-    lines.append(f"{passed} passed, {len(report.results) - passed} failed")
+    # Suite problems (a case that could not run) are counted: "0 passed, 0 failed" and exit 1
+    # would say nothing went wrong.
+    errors = len(report.errors)
+    counted = f", {errors} error{'' if errors == 1 else 's'}" if errors else ""
+    lines.append(f"{passed} passed, {len(report.results) - passed} failed{counted}")
     return "\n".join(lines)

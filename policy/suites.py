@@ -1,7 +1,8 @@
 """Policy test suites (`*_test.yaml`): fixtures, cases, expectations, rule coverage.
 
-A suite runs against the policy set of the directory it sits in. Each case names
-fixtures (or gives inline values), a phase and a fixed `now`, and states the expected
+A suite runs against the policy set of the directory it sits in (or of the policy file it is
+named after). Each case names fixtures (or gives inline values), a phase and a `now` (optional:
+the run's start time when neither the case nor the suite gives one), and states the expected
 stance per policy and/or the combined decision. The published schema is
 `policy/schema/policy-test.schema.json`.
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from time import perf_counter
 from typing import Any
@@ -40,6 +41,8 @@ from policy.yamlsource import Located, parse_documents
 __all__ = ["CaseResult", "SuiteReport", "run_suites", "stance_label"]
 
 _SUITE_SCHEMA = "policy-test.schema.json"
+# The `now` of cases that give none: the time this process started running suites.
+_RUN_STARTED = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(slots=True)
@@ -174,7 +177,9 @@ def _request(
     if case.get("approval_expires_in") is not None:
         parse_duration(case["approval_expires_in"])
     if request["now"] is None:
-        raise ValueError("no `now`: give one for the suite or the case, so results are repeatable")
+        # Optional (docs/policies.md): one clock for the whole run. A suite whose policies read
+        # `request.now` gives one, so its results do not depend on the day it runs.
+        request["now"] = _RUN_STARTED
     if "input" in case:
         request["input"] = _fixture(fixtures, "inputs", case["input"])
     if case.get("approval") is not None:

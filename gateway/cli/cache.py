@@ -24,7 +24,8 @@ _OK, _USAGE = 0, 2
 def _parser() -> Parser:
     p = Parser(
         prog="capgate cache",
-        description=__doc__.split("\n")[0],
+        # The first paragraph whole: its first line alone stopped mid-sentence ("... over").
+        description=" ".join(__doc__.split("\n\n")[0].split()),
         epilog="Options of the connection may come before or after the command.",
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")

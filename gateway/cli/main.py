@@ -85,7 +85,8 @@ def _unknown(name: str, args: list[str]) -> int:
     """Exit 2 naming the command, with the nearest known ones (as git and kubectl suggest)."""
     near = difflib.get_close_matches(name, _GROUPS, n=2, cutoff=0.6)
     subs = [f"{group} {name}" for group in _SUBCOMMANDS.get(name, ())]
-    guesses = " or ".join(f"'capgate {g}'" for g in [*near, *subs])
+    # A sub-command typed without its group is the likelier meaning than a near group name.
+    guesses = " or ".join(f"'capgate {g}'" for g in [*subs, *near][:2])
     hint = f"; did you mean {guesses}?" if guesses else ""
     print(f"capgate: unknown command {redact(name, args)!r}{hint}\n\n{_usage()}", file=sys.stderr)
     return 2

@@ -14,6 +14,7 @@ import pytest
 
 from tests.docs.held_demo import HeldDemo, held_demo
 from tests.docs.snippets import ROOT, Snippet, SnippetError, extract, extract_all, run
+from tests.docs.test_quickstart import STEPS as QUICKSTART_STEPS
 
 pytestmark = pytest.mark.integration
 
@@ -25,6 +26,8 @@ RUN_HERE = {
     "go-main",
     "go-install",
 }
+# docs/quickstart.md's blocks run in one shell, in order: tests/docs/test_quickstart.py.
+RUN_IN_QUICKSTART = set(QUICKSTART_STEPS)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +48,9 @@ def pasted(demo: HeldDemo) -> str:
 
 
 def test_every_marked_snippet_is_run_here(snippets: dict[str, Snippet]) -> None:
-    assert set(snippets) == RUN_HERE, {name: s.where for name, s in snippets.items()}
+    assert set(snippets) == RUN_HERE | RUN_IN_QUICKSTART, {
+        name: s.where for name, s in snippets.items()
+    }
 
 
 def test_readme_python_try_it(snippets: dict[str, Snippet], pasted: str) -> None:
