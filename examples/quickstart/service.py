@@ -1,6 +1,6 @@
 """The HTTP endpoint you already have: a tiny refunds service for docs/quickstart.md.
 
-`python examples/quickstart/service.py [PORT]` serves, on 127.0.0.1 (default port 7680),
+`python examples/quickstart/service.py [PORT]` serves, on 127.0.0.1 (default port 7680; 0: any),
 `POST /refunds` with a JSON body `{"order": ..., "amount": ...}`, answering the refund it made.
 It knows nothing of capgate: the gateway governs it from outside."""
 
@@ -36,5 +36,7 @@ class Refunds(BaseHTTPRequestHandler):
 
 if __name__ == "__main__":
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 7680
-    print(f"refunds service on http://127.0.0.1:{port}", flush=True)
-    ThreadingHTTPServer(("127.0.0.1", port), Refunds).serve_forever()
+    server = ThreadingHTTPServer(("127.0.0.1", port), Refunds)
+    # The bound port (port 0 picks a free one): tests read it from this line.
+    print(f"refunds service on http://127.0.0.1:{server.server_address[1]}", flush=True)
+    server.serve_forever()
