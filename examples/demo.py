@@ -15,7 +15,6 @@ its own output stays readable.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import io
 import json
 import logging
@@ -498,7 +497,10 @@ def print_cli(demo: Demo, approval_id: str, input_hash: str) -> None:
     capgate = capgate_command()
     admin = f"127.0.0.1:{demo.ports['admin']}"
     bob = demo.token("bob", ["manager", "approver"], "capgate-admin", 3600)
-    print("\n  The same approval from the command line (bob, manager; plaintext on loopback):")
+    print(
+        "\n  The same approval from the command line (bob, manager; plaintext on loopback; "
+        "CAPGATE_TOKEN is whom the shell acts as):"
+    )
     print(f"    export CAPGATE_ADMIN={admin} CAPGATE_TOKEN={bob}")
     print(f"    {capgate} approvals list --insecure")
     print(f"    {capgate} approvals show {approval_id} --insecure")
@@ -511,18 +513,15 @@ def print_cli(demo: Demo, approval_id: str, input_hash: str) -> None:
 
 
 def print_resume(demo: Demo, approval_id: str) -> None:
-    """The requester's side once the refund is approved: alice resumes it (capgate_client, which
-    `make demo` installs), and the refund runs once."""
-    python = Path(sys.executable)
-    with contextlib.suppress(ValueError):  # the venv's python as a path from here, when it is
-        python = python.relative_to(Path.cwd())
+    """The requester's side once the refund is approved: alice resumes it with `capgate resume`
+    (CAPGATE_TOKEN is whom the shell acts as: bob above, alice here), and the refund runs once."""
+    capgate = capgate_command()
     agents = f"127.0.0.1:{demo.ports['agents']}"
+    # The caller commands' default address is the demo's agents listener (127.0.0.1:7443).
+    address = "" if agents == "127.0.0.1:7443" else f" --address {agents}"
     print("\n  Once it is approved, alice resumes it and the refund runs (once, however often):")
-    print(f"    export TOKEN={demo.token(*ALICE, lifetime=3600)}")
-    print(
-        f"    {python} -c 'import os, capgate_client as c; "
-        f'print(c.Client("{agents}", token=os.environ["TOKEN"]).resume("{approval_id}"))\''
-    )
+    print(f"    export CAPGATE_TOKEN={demo.token(*ALICE, lifetime=3600)}")
+    print(f"    {capgate} resume {approval_id}{address} --insecure")
 
 
 def log_servers_to(path: Path) -> None:
@@ -622,7 +621,7 @@ async def main() -> int:
             )
             print('  for the "Try it" snippets of README.md and docs/mcp.md, in your shell:')
             print(
-                f"    export TOKEN={demo.token(*ALICE, lifetime=3600)} "
+                f"    export CAPGATE_TOKEN={demo.token(*ALICE, lifetime=3600)} "
                 f"MCP_TOKEN={demo.token(*ALICE, mcp_url, 3600)}"
             )
             inbox = await hold_inbox(demo)

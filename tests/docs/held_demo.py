@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 # The held demo's last line: the command that resumes the refund it left waiting.
-LAST_LINE = ".resume("
+LAST_LINE = " resume "
 
 
 @dataclass

@@ -112,7 +112,7 @@ def run(
     timeout: float = 120,
 ) -> subprocess.CompletedProcess[str]:
     """Run one snippet as written. `prelude` is what the doc tells the reader to have pasted
-    into their shell first (an `export TOKEN=...` line): it runs in the same bash."""
+    into their shell first (an `export CAPGATE_TOKEN=...` line): it runs in the same bash."""
     environ = {**os.environ, **(env or {})}
     environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{environ.get('PATH', '')}"
     with tempfile.TemporaryDirectory(prefix="snippet-") as scratch:

@@ -1,8 +1,8 @@
 """The docs' runnable snippets run as written (issue 27): every block marked
 `<!-- snippet: NAME -->` in README.md, docs/ and the clients' READMEs is read from the doc at
 test time (tests/docs/snippets.py) and run against the held demo (`DEMO_HOLD=1 make demo`),
-after the `export TOKEN=… MCP_TOKEN=…` line the demo prints, as a reader pastes it. Editing a
-block changes what runs here; marking a new one without running it here fails."""
+after the `export CAPGATE_TOKEN=… MCP_TOKEN=…` line the demo prints, as a reader pastes it.
+Editing a block changes what runs here; marking a new one without running it here fails."""
 
 from __future__ import annotations
 
