@@ -323,7 +323,8 @@ def build_settings(root: Mapping[str, Any], base: Path, *, source: str, revision
         policy_paths=tuple(b.path(p) for p in root.get("policies", {}).get("paths", ())),
         redis=RedisSettings(
             **_kw(
-                root.get("redis"), _simple("url", "key_prefix") | {"data_dir": ("data_dir", path)}
+                root.get("redis"),
+                _simple("url", "key_prefix", "limits_url") | {"data_dir": ("data_dir", path)},
             )
         ),
         approvals=ApprovalSettings(**_kw(root.get("approvals"), _APPROVALS)),

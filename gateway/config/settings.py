@@ -116,6 +116,9 @@ class RedisSettings:
     url: str | None = field(default=None, repr=False)
     data_dir: str = ".capgate"
     key_prefix: str = "capgate"
+    # Limit state's own Redis (ADR 0037); None: redis.url's, or with neither URL a second
+    # embedded server run with `appendfsync everysec`.
+    limits_url: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -219,6 +219,8 @@ class Gateway:
         if self.telemetry is not None:
             await self.telemetry.close()
         await self.pool.close()
+        if self.runtime.limiter is not None:
+            await self.runtime.limiter.close()
         if self.redis is not None:
             with contextlib.suppress(Exception):
                 await self.redis.aclose()
@@ -309,6 +311,8 @@ async def start(
         await telemetry.close()  # the previous tracer back, the metrics port free
         await audit.close()
         await pool.close()
+        if runtime.limiter is not None:
+            await runtime.limiter.close()
         if redis is not None:
             with contextlib.suppress(Exception):
                 await redis.aclose()
@@ -401,7 +405,7 @@ def _attach_stores(
         max_entries=cache.max_entries,
         clock=lambda: runtime.wall(),  # noqa: PLW0108 - tests swap runtime.wall
     )
-    runtime.limiter = RedisLimiter(redis, prefix=prefix)
+    runtime.limiter = RedisLimiter.open(settings.redis, redis)  # its own Redis: ADR 0037
     if settings.idempotency.enabled:
         runtime.idempotency = RedisIdempotencyStore(
             redis, prefix=prefix, ttl_s=settings.idempotency.ttl_s, clock=runtime.wall

@@ -198,12 +198,14 @@ def spawn(binary: ServerBinary, argv: list[str], home: Path) -> subprocess.Popen
 
 @dataclass
 class RedisProcess:
-    """A redis-server child process on 127.0.0.1 with AOF `appendfsync always` (DESIGN §7)."""
+    """A redis-server child process on 127.0.0.1 with AOF `appendfsync always` (DESIGN §7), or
+    `everysec` for limit state (ADR 0037)."""
 
     data_dir: Path
     port: int = 0
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     binary: ServerBinary | None = None  # chosen by select() at start when not given
+    appendfsync: str = "always"
 
     @property
     def url(self) -> str:
@@ -225,7 +227,7 @@ class RedisProcess:
             "--appendonly",
             "yes",
             "--appendfsync",
-            "always",
+            self.appendfsync,
             "--save",
             "",
             "--protected-mode",

@@ -29,7 +29,9 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from gateway.config.limitspec import LimitSpec
+from gateway.config.settings import RedisSettings
 from gateway.state.connections import RedisClient, RedisUnavailable, mapped_errors
+from gateway.state.limits.connection import LimitsRedis, open_limits_redis
 from gateway.state.limits.script import CHECK_AND_SPEND, GIVE_BACK, GIVE_BACK_RECEIPT, PEEK
 
 TAG = "{lim}"
@@ -69,14 +71,28 @@ class RedisLimiter:
     """Checks and spends limits in Redis. `now` is the caller's (the runtime's injected wall
     clock), passed to the script: never Redis `TIME`, so every replica and test agrees."""
 
-    def __init__(self, redis: RedisClient, *, prefix: str) -> None:
+    def __init__(
+        self, redis: RedisClient, *, prefix: str, connection: LimitsRedis | None = None
+    ) -> None:
         if "{" in prefix or "}" in prefix:
             raise ValueError("redis key prefix must not contain braces")
         self._prefix = prefix
+        self._connection = connection  # limits' own Redis (ADR 0037), closed with the limiter
         self._script = redis.register_script(CHECK_AND_SPEND)
         self._give_back = redis.register_script(GIVE_BACK)
         self._give_back_receipt = redis.register_script(GIVE_BACK_RECEIPT)
         self._peek = redis.register_script(PEEK)
+
+    @classmethod
+    def open(cls, settings: RedisSettings, shared: RedisClient) -> RedisLimiter:
+        """A limiter on the Redis `settings` give limits (ADR 0037; `shared`: redis.url's)."""
+        connection = open_limits_redis(settings, shared)
+        return cls(connection.client, prefix=settings.key_prefix, connection=connection)
+
+    async def close(self) -> None:
+        """Close limits' own Redis client, and stop its embedded server, if they have one."""
+        if self._connection is not None:
+            await self._connection.close()
 
     def key(self, spec: LimitSpec, value: str) -> str:
         digest = hashlib.sha256(value.encode()).hexdigest()[:32]
