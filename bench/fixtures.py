@@ -182,8 +182,10 @@ def gateway_config(
     audit: str = "best_effort",
     prometheus: str | None = None,
     ports: tuple[int, int] = (0, 0),
+    limits_redis_url: str | None = None,
 ) -> dict[str, Any]:
-    """The production-shaped config (DESIGN §11): JSON-native upstream, JWT with the verified
+    """`limits_redis_url`: limit state's own Redis (ADR 0037); None: limits share `redis_url`.
+    The production-shaped config (DESIGN §11): JSON-native upstream, JWT with the verified
     token cached (TCP) and trusted-local (unix socket), tracing on but unsampled (the sampler
     comes from OTEL_TRACES_SAMPLER in the gateway's environment), audit batched to Redis."""
     jwt_block = {
@@ -272,7 +274,11 @@ def gateway_config(
             },
         ],
         "policies": {"paths": [str(POLICY_DIR)]},
-        "redis": {"url": redis_url, "key_prefix": "bench"},
+        "redis": {
+            "url": redis_url,
+            "key_prefix": "bench",
+            **({"limits_url": limits_redis_url} if limits_redis_url else {}),
+        },
         "approvals": {"max_pending_per_actor": 100_000, "default_expires_in": "15m"},
         "audit": {
             "sinks": sinks,

@@ -41,6 +41,14 @@ GHZ_SCRIPT = procs.ROOT / "scripts" / "ghz.sh"
 GATEWAY_PROTO = "capgate/v1/gateway.proto"
 PROCEDURE_PROTO = "capgate/v1/procedure.proto"
 BARE_CAPABILITY = "bench.bare"
+# Feature rows `--feature` can interleave with the governed call (bench/fixtures.py): the
+# capability each invokes on gateway a, or "describe" for Describe.
+FEATURES = {
+    "limited": "bench.limited",
+    "cache_miss": "bench.cached_miss",
+    "hook_pre": "bench.hooked",
+    "describe": "describe",
+}
 
 
 def ghz_binary() -> str | None:
@@ -188,14 +196,23 @@ def rounds(
     gateway_env: dict[str, str] | None = None,
     b_env: dict[str, str] | None = None,
     bare: bool = False,
+    features: tuple[str, ...] = (),
+    levels: tuple[int, ...] = (1, 64),
+    limits_redis: bool = False,
 ) -> dict[str, Any]:
-    """`b_env`: also run a second, otherwise identical gateway with this extra environment
+    """`features`: also run these feature rows (FEATURES) on gateway a, interleaved with the
+    governed call on the same gateway, so each gets `<feature>_vs_governed` ratios.
+    `limits_redis`: give limit state its own Redis with `appendfsync everysec` (ADR 0037).
+    `b_env`: also run a second, otherwise identical gateway with this extra environment
     (side `governed_b`), interleaved with the others: an A/B of a runtime setting.
     `bare`: also run the gateway's skeleton (`bare_config`, side `bare`), so the report splits
     what the gateway costs over the proxy into the request path and the governance."""
     run_dir = Path(tempfile.mkdtemp(prefix="cgr-"))
     started: list[procs.Proc] = []
     redis = RedisProcess(run_dir / "redis").start()
+    own = RedisProcess(run_dir / "redis-limits", appendfsync="everysec") if limits_redis else None
+    if own is not None:
+        own.start()
     gen: procs.Generator | None = None
     pairs: dict[str, list[dict[str, Any]]] = {"load": [], "ghz": []}
     try:
@@ -214,6 +231,7 @@ def rounds(
                 audit="best_effort",
                 prometheus=None,
                 ports=(0, 0),
+                limits_redis_url=own.url if own is not None else None,
             )
 
         def spawn(
@@ -278,6 +296,24 @@ def rounds(
                 tuple(gw_bare.ready.get("pids", [gw_bare.popen.pid])),
                 (agents_bare, "capgate.v1.CapabilityGateway.Invoke", GATEWAY_PROTO, bare_req, md),
             )
+        for feature in features:
+            cap = FEATURES[feature]
+            if cap == "describe":
+                spec = scenarios.unary(
+                    agents,
+                    "/capgate.v1.CapabilityGateway/Describe",
+                    fixtures.describe_request(),
+                    "describe",
+                    fixtures.CATALOG_SIZE,
+                    md,
+                )
+                ghz_call = "capgate.v1.CapabilityGateway.Describe"
+                ghz_req = fixtures.describe_request()
+            else:
+                spec = scenarios.invoke(agents, cap, md)
+                ghz_call = "capgate.v1.CapabilityGateway.Invoke"
+                ghz_req = fixtures.invoke_request(cap)
+            sides[feature] = (spec, gw_pids, (agents, ghz_call, GATEWAY_PROTO, ghz_req, md))
         names = list(sides)
         for r in range(n_rounds):
             order = names if r % 2 == 0 else names[::-1]
@@ -285,7 +321,7 @@ def rounds(
                 if tool == "ghz" and ghz is None:
                     continue
                 pair: dict[str, Any] = {}
-                for level in (1, 64):
+                for level in levels:
                     for side in order:
                         spec, pids, g = sides[side]
                         if tool == "load":
@@ -329,6 +365,8 @@ def rounds(
             gen.stop()
         procs.stop_all(started, timeout_s=3.0)
         redis.stop()
+        if own is not None:
+            own.stop()
 
     def ratio(
         p: dict[str, Any], key: str, level: int, a: str = "governed", b: str = "proxy"
@@ -345,17 +383,28 @@ def rounds(
         "gateway_env": gateway_env or {},
         "b_env": b_env,
         "bare": bare,
+        "limits_redis": limits_redis,
     }
     for tool, ps in pairs.items():
         if not ps:
             continue
         figures: dict[str, Any] = {}
+        for feature in features:
+            for key, level in (("server_cpu_us", 1), ("p50_ms", 1), ("server_cpu_us", 64)):
+                if level not in levels:
+                    continue
+                vals = [
+                    v for p in ps if (v := ratio(p, key, level, feature, "governed")) is not None
+                ]
+                figures[f"{feature}_vs_governed_{key}_{level}"] = _summary(vals)
         for name, key, level in (
             ("governed_vs_proxy_cpu", "server_cpu_us", 64),
             ("governed_vs_proxy_throughput", "calls_per_s", 64),
             ("governed_vs_proxy_p50", "p50_ms", 1),
             ("governed_vs_proxy_cpu_1", "server_cpu_us", 1),
         ):
+            if level not in levels:
+                continue
             vals = [v for p in ps if (v := ratio(p, key, level)) is not None]
             figures[name] = _summary(vals)
             if b_env is not None:
@@ -374,7 +423,7 @@ def rounds(
                 ]
                 figures[name.replace("governed_vs_proxy", "governed_vs_bare")] = _summary(vals)
         for side in names:
-            for level in (1, 64):
+            for level in levels:
                 for key in ("server_cpu_us", "calls_per_s", "p50_ms", "context_switches_per_call"):
                     vals = [
                         float(p[f"{side}_{level}"][key])
@@ -412,16 +461,42 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also run the gateway's skeleton (side bare): nothing to govern, no audit, no tracing",
     )
+    parser.add_argument(
+        "--feature",
+        action="append",
+        default=[],
+        choices=sorted(FEATURES),
+        help="also run this feature row on gateway a, interleaved with governed (repeatable)",
+    )
+    parser.add_argument(
+        "--levels", default="1,64", help="comma-separated calls in flight (default 1,64)"
+    )
+    parser.add_argument(
+        "--limits-redis",
+        action="store_true",
+        help="limit state in its own Redis with appendfsync everysec (redis.limits_url)",
+    )
     args = parser.parse_args(argv)
     env = dict(item.split("=", 1) for item in args.gateway_env)
     b_env = dict(item.split("=", 1) for item in args.b_env) if args.b_env else None
-    result = rounds(args.rounds, args.seconds, not args.no_ghz, env, b_env, args.bare)
+    levels = tuple(int(x) for x in args.levels.split(",") if x)
+    result = rounds(
+        args.rounds,
+        args.seconds,
+        not args.no_ghz,
+        env,
+        b_env,
+        args.bare,
+        tuple(args.feature),
+        levels,
+        args.limits_redis,
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     for tool in ("load", "ghz"):
         if tool in result:
             for name, s in result[tool]["ratios"].items():
-                if name.startswith(("governed_vs", "b_vs", "bare_vs")):
+                if name.startswith(("governed_vs", "b_vs", "bare_vs")) or "_vs_governed_" in name:
                     print(f"{tool:<4} {name:<30} {s['median']} ({s['min']}-{s['max']}, n={s['n']})")
     return 0
 
