@@ -8,9 +8,11 @@
 
 Connection: `--admin HOST:PORT` (default 127.0.0.1:7444, or a unix:// address), a bearer JWT
 from `--token` or $CAPGATE_TOKEN, TLS unless `--insecure` (plaintext, for loopback and unix
-sockets). `--format json` prints protobuf JSON (one object per line for watch). These options
+sockets). `-o/--output json|yaml` prints protobuf JSON lines or YAML documents (`--format`
+is the older spelling); table, the default, has column headers (`watch` too). These options
 go before or after the command. `approve --hash` takes the full hash (`show`) or a unique
-prefix of at least 8 characters (the 12 that `list` shows).
+prefix of at least 8 characters (the 12 that `list` shows); an approval ID may be given the
+same way, in full or as a unique prefix of at least 8 characters.
 Exit codes: 0 success, 1 the gateway refused (error printed), 2 usage, 3 transport failure.
 """
 
@@ -25,19 +27,20 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import grpc
-import orjson
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, types_pb2
 from gateway.cli.args import Parser, everywhere
+from gateway.cli.output import add_output, record
 from gateway.cli.tls import advice
 
 _OK, _REFUSED, _USAGE, _TRANSPORT = 0, 1, 2, 3
 _STATUSES = ("pending", "approved", "rejected", "expired", "consumed", "executed")
 _MIN_PREFIX = 8  # of an input hash (`list` shows 12 characters)
 _FULL_HASH = 64  # hex characters of SHA-256
+_WATCH_ROW = "{:<20}  {:<9}  {:<32}  {:<24}  {}\n"
 
 
 def _connection(p: argparse.ArgumentParser, default: Callable[[Any], Any]) -> None:
@@ -65,12 +68,7 @@ def _connection(p: argparse.ArgumentParser, default: Callable[[Any], Any]) -> No
         default=default(None),
         help="the name the listener's certificate carries, when not the --admin host",
     )
-    p.add_argument(
-        "--format",
-        choices=("table", "json"),
-        default=default("table"),
-        help="table (default) or protobuf JSON, one object per line",
-    )
+    add_output(p, default, legacy_format=True)
     p.add_argument(
         "--timeout",
         type=float,
@@ -150,9 +148,9 @@ def _who(actor: types_pb2.Actor) -> str:
     return f"{actor.id} ({actor.issuer})" if actor.issuer else actor.id or "-"
 
 
-def _json(message: Message, out: TextIO) -> None:
-    data = MessageToDict(message, preserving_proto_field_name=True)
-    out.write(orjson.dumps(data).decode() + "\n")
+def _record(message: Message, output: str, out: TextIO) -> None:
+    """Protobuf JSON (field names as in the proto): a JSON line or a YAML document."""
+    record(MessageToDict(message, preserving_proto_field_name=True), output, out)
 
 
 def _table(approvals: Sequence[types_pb2.Approval], out: TextIO) -> None:
@@ -223,42 +221,64 @@ def _list(stub: admin_pb2_grpc.ApprovalAdminStub, args: argparse.Namespace) -> i
         found.extend(reply.approvals)
         # Pages may be short (the server bounds the work per call): fill one screenful.
         if not args.all_pages and len(found) >= args.page_size:
-            if reply.next_page_token and args.format == "table":
+            if reply.next_page_token and args.output == "table":
                 sys.stderr.write("more results: use --all-pages\n")
             break
-    if args.format == "json":
+    if args.output != "table":
         for approval in found:
-            _json(approval, sys.stdout)
+            _record(approval, args.output, sys.stdout)
     else:
         _table(found, sys.stdout)
     return _OK
 
 
-def _show(stub: admin_pb2_grpc.ApprovalAdminStub, args: argparse.Namespace) -> int:
-    # ApprovalAdmin has no single-record read: walk every status the caller may see.
-    for reply in _pages(stub, args, _STATUSES):
+def _find(
+    stub: admin_pb2_grpc.ApprovalAdminStub, args: argparse.Namespace, statuses: Sequence[str]
+) -> types_pb2.Approval | int | None:
+    """The approval whose id is `args.id`, or the one whose id starts with it (a prefix of at
+    least 8 characters, as for hashes); an exit code when the gateway refused or the prefix is
+    ambiguous; None when there is none the caller may see. ApprovalAdmin has no single-record
+    read: this walks the caller's approvals of `statuses`."""
+    wanted = str(args.id)
+    matches: dict[str, types_pb2.Approval] = {}
+    for reply in _pages(stub, args, statuses):
         if reply.HasField("error"):
             return _refused(reply.error)
         for approval in reply.approvals:
-            if approval.id == args.id:
-                (_json if args.format == "json" else _details)(approval, sys.stdout)
-                return _OK
-    sys.stderr.write(f"refused: APPROVAL_NOT_FOUND: no approval {args.id} that you may see\n")
-    return _REFUSED
+            if approval.id == wanted:
+                exact: types_pb2.Approval = approval
+                return exact
+            if len(wanted) >= _MIN_PREFIX and approval.id.startswith(wanted):
+                matches[approval.id] = approval
+    if len(matches) > 1:
+        sys.stderr.write(f"capgate approvals: {wanted} is the prefix of {len(matches)} ids\n")
+        return _USAGE
+    only: types_pb2.Approval | None = next(iter(matches.values()), None)
+    return only
 
 
-def _full_hash(stub: admin_pb2_grpc.ApprovalAdminStub, args: argparse.Namespace) -> str:
+def _show(stub: admin_pb2_grpc.ApprovalAdminStub, args: argparse.Namespace) -> int:
+    found = _find(stub, args, _STATUSES)
+    if isinstance(found, int):
+        return found
+    if found is None:
+        sys.stderr.write(f"refused: APPROVAL_NOT_FOUND: no approval {args.id} that you may see\n")
+        return _REFUSED
+    if args.output == "table":
+        _details(found, sys.stdout)
+    else:
+        _record(found, args.output, sys.stdout)
+    return _OK
+
+
+def _full_hash(approval: types_pb2.Approval | None, args: argparse.Namespace) -> str:
     """The pending approval's input hash when `--hash` is a prefix of it (as `list` shows);
     anything else goes to the gateway as given, which refuses what does not match."""
     prefix = args.hash.lower()
-    if not prefix or len(prefix) >= _FULL_HASH or len(prefix) < _MIN_PREFIX:
+    if not prefix or len(prefix) >= _FULL_HASH or len(prefix) < _MIN_PREFIX or approval is None:
         return str(args.hash)
-    for reply in _pages(stub, args, ("pending",)):
-        for approval in reply.approvals:
-            if approval.id == args.id:
-                full = str(approval.input_hash)
-                return full if full.startswith(prefix) else str(args.hash)
-    return str(args.hash)
+    full = str(approval.input_hash)
+    return full if full.startswith(prefix) else str(args.hash)
 
 
 def _decide(stub: admin_pb2_grpc.ApprovalAdminStub, args: argparse.Namespace) -> int:
@@ -268,14 +288,22 @@ def _decide(stub: admin_pb2_grpc.ApprovalAdminStub, args: argparse.Namespace) ->
             f"capgate approvals: --hash needs at least {_MIN_PREFIX} characters of the hash\n"
         )
         return _USAGE
+    # A pending approval named by a prefix of its id (as `list` shows it) or in full; an id
+    # the caller cannot see goes to the gateway as given, which answers for it.
+    found = _find(stub, args, ("pending",))
+    if isinstance(found, int):
+        return found
     request = admin_pb2.DecideApprovalRequest(
-        approval_id=args.id, verdict=verdict, note=args.note, input_hash=_full_hash(stub, args)
+        approval_id=found.id if found is not None else args.id,
+        verdict=verdict,
+        note=args.note,
+        input_hash=_full_hash(found, args),
     )
     reply = stub.DecideApproval(request, metadata=_metadata(args), timeout=args.timeout)
     if reply.HasField("error"):
         return _refused(reply.error)
-    if args.format == "json":
-        _json(reply.approval, sys.stdout)
+    if args.output != "table":
+        _record(reply.approval, args.output, sys.stdout)
     else:
         sys.stdout.write(f"{reply.approval.id}: {_status(reply.approval)}\n")
     return _OK
@@ -283,13 +311,17 @@ def _decide(stub: admin_pb2_grpc.ApprovalAdminStub, args: argparse.Namespace) ->
 
 def _watch(stub: admin_pb2_grpc.ApprovalAdminStub, args: argparse.Namespace) -> int:
     request = admin_pb2.WatchApprovalsRequest(after_event_id=args.after)
+    if args.output == "table":
+        # A stream has no widest cell to wait for: fixed widths, the header once, first.
+        sys.stdout.write(_WATCH_ROW.format("EVENT", "TYPE", "APPROVAL", "CAPABILITY", "STATUS"))
+        sys.stdout.flush()
     for event in stub.WatchApprovals(request, metadata=_metadata(args)):
-        if args.format == "json":
-            _json(event, sys.stdout)
+        if args.output != "table":
+            _record(event, args.output, sys.stdout)
         else:
             a = event.approval
             sys.stdout.write(
-                f"{event.event_id}  {event.type:<9}  {a.id}  {a.capability_id}  {_status(a)}\n"
+                _WATCH_ROW.format(event.event_id, event.type, a.id, a.capability_id, _status(a))
             )
         sys.stdout.flush()
     return _OK
