@@ -64,9 +64,12 @@ def install(tracer: trace.Tracer | None) -> trace.Tracer | None:
     return previous
 
 
-def root_span(name: str, attributes: Attributes = None) -> AbstractContextManager[Span]:
+def root_span(
+    name: str, attributes: Attributes = None, *, end_on_exit: bool = True
+) -> AbstractContextManager[Span]:
     """A span that starts a sampling decision or continues a sampled one; a no-op under an
-    unsampled parent (parent-based sampling would drop it anyway)."""
+    unsampled parent (parent-based sampling would drop it anyway). `end_on_exit=False`: the
+    caller ends it (a call that finishes on a task of its own, after its caller left)."""
     tracer = _state.tracer
     if tracer is None:
         return _NULL
@@ -74,7 +77,11 @@ def root_span(name: str, attributes: Attributes = None) -> AbstractContextManage
     if not parent.is_recording() and (parent.get_span_context().is_valid or _state.roots_off):
         return _NULL
     return tracer.start_as_current_span(
-        name, attributes=attributes, record_exception=False, set_status_on_exception=False
+        name,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+        end_on_exit=end_on_exit,
     )
 
 

@@ -4,11 +4,13 @@ After each run: one terminal event, the envelope's truth about the upstream, the
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 
 import orjson
 import pytest
 
+from capgate.v1 import types_pb2
 from gateway.model import Actor
 from gateway.pipeline import runner as pipeline
 from gateway.pipeline.call import Call
@@ -81,3 +83,30 @@ async def test_an_mcp_call_cancelled_at_every_point_answers_what_the_trail_says(
         end = await check_trail_and_journal(hooked, call, f"mcp cancelled at suspension {k}")
         answer = answered.pop(id(call))
         assert answer.WhichOneof("outcome") == _KINDS[end["event"]], (k, answer, end["event"])
+
+
+async def test_a_shutdown_while_the_call_finishes_answers_the_caller(
+    hooked: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drain cancels a call whose upstream answered while its post-hooks still run: the
+    caller gets an envelope that says the effect happened (never the UNAVAILABLE of an
+    aborted RPC, which reads as safe to send again), and the trail records the real outcome.
+    The wait for the outcome is made zero so the state's answer is the one given."""
+    monkeypatch.setattr(pipeline, "SHUTDOWN_HOOKS_S", 0.0)
+    capability, value = FLOWS["read-with-pre-and-post-hooks"]
+    call = _call(hooked, capability, value)
+    rt = hooked.gw.runtime
+    task = asyncio.ensure_future(pipeline.run(call, rt, pipeline.INVOKE))
+    while call.finishing is None and not task.done():  # noqa: ASYNC110 - the step it reaches
+        await asyncio.sleep(0)
+    assert call.finishing is not None, "the call never reached its finishing task"
+    assert rt.drain.cancel_running() == [task]
+    answer = await task  # answered, not raised
+    assert answer.WhichOneof("outcome") in {"completed", "cancelled"}, answer
+    if answer.WhichOneof("outcome") == "cancelled":
+        assert answer.cancelled.execution_state == types_pb2.EXECUTION_STATE_COMPLETED
+        assert not answer.cancelled.retryable
+    await call.finishing
+    await rt.audit.flush()  # type: ignore[attr-defined]
+    end = await check_trail_and_journal(hooked, call, "shutdown while finishing")
+    assert end["event"] == "capability.completed"
