@@ -17,6 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from policy.backends import BACKENDS
 from policy.engine import PolicySet
 from policy.errors import PolicyLoadError
@@ -63,9 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--config", type=Path, help="gateway config: type `input` per capability")
     test = command("test", "run the *_test.yaml suites next to the policies")
     test.add_argument("--junit", type=Path, help="also write JUnit XML here")
-    test.add_argument(
-        "--format", choices=["text", "json"], default="text", help="report as text or JSON"
-    )
+    _output(test, "table")
     test.add_argument(
         "--config",
         type=Path,
@@ -74,11 +74,30 @@ def _parser() -> argparse.ArgumentParser:
     )
     explain = command("explain", "evaluate one request and show every stance")
     explain.add_argument("--request", type=Path, required=True, help="request JSON file")
-    explain.add_argument(
-        "--format", choices=["json", "text"], default="json", help="every stance as JSON or text"
-    )
+    _output(explain, "json")
     explain.add_argument("--config", type=Path, help="gateway config: registry and capabilities")
     return parser
+
+
+def _output(sub: argparse.ArgumentParser, default: str) -> None:
+    """`-o/--output table|json|yaml`, the CLI's one output option (`--format` and `text`, for
+    table, are the older spellings)."""
+    sub.add_argument(
+        "-o",
+        "--output",
+        "--format",
+        dest="format",
+        choices=["table", "json", "yaml", "text"],
+        default=default,
+        help=f"table, json or yaml (default {default}; text is table)",
+    )
+
+
+def _print_data(data: Any, output: str) -> None:
+    if output == "yaml":
+        print(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), end="")
+    else:
+        print(json.dumps(data, indent=2))
 
 
 def main(argv: Sequence[str], *, registry_loader: RegistryLoader = registry_from_config) -> int:
@@ -176,8 +195,8 @@ def _test(args: argparse.Namespace) -> int:
         raise _UsageError(f"{args.directory}: no *_test.yaml suites found")
     if args.junit is not None:
         write_junit(report, args.junit)
-    if args.format == "json":
-        print(json.dumps(report_json(report), indent=2))
+    if args.format in ("json", "yaml"):
+        _print_data(report_json(report), args.format)
     else:
         print(report_text(report))
     return 0 if report.ok else 1
@@ -208,8 +227,8 @@ def _explain(args: argparse.Namespace) -> int:
         args.directory, registry=registry, backend=args.backend, hooks=hooks
     )
     evaluation = policy_set.evaluate_all(phase, request)
-    if args.format == "json":
-        print(json.dumps(evaluation_json(phase, policy_set, evaluation), indent=2))
+    if args.format in ("json", "yaml"):
+        _print_data(evaluation_json(phase, policy_set, evaluation), args.format)
     else:
         print(evaluation_text(phase, policy_set, evaluation))
     return 0

@@ -6,9 +6,11 @@
     capgate audit tail  --config gateway.yaml --group siem --consumer siem-1
     capgate audit hmac  --config gateway.yaml validated-input.json
 
-Events print as JSON lines. `--since`/`--until` take an ISO 8601 time or a duration ago
-(`15m`, `2h`). `hmac` prints the `input_hmac` an event would carry for a validated input
-(defaults applied), with the key of `audit.hmac_key` or of the variable named by `--key-env`.
+Events print as JSON lines (`-o json`, the default), YAML documents (`-o yaml`) or a table of
+their time, event, capability, actor, outcome and execution id (`-o table`). `--since` and
+`--until` take an ISO 8601 time or a duration ago (`15m`, `2h`). `hmac` prints the
+`input_hmac` an event would carry for a validated input (defaults applied), with the key of
+`audit.hmac_key` or of the variable named by `--key-env`.
 """
 
 from __future__ import annotations
@@ -30,11 +32,17 @@ from redis.exceptions import RedisError
 from gateway.audit import stream
 from gateway.audit.events import InputHasher
 from gateway.cli.args import Parser, everywhere, redact
+from gateway.cli.output import add_output, record
 from gateway.cli.tls import redis_advice
 from gateway.config.durations import parse_duration
 from gateway.config.loader import ConfigError, load_settings
 from gateway.config.settings import RedisSettings
 from gateway.state.connections import connect
+
+# `-o table`: a stream has no widest cell to wait for, so the widths are fixed.
+_COLUMNS = ("TIME", "EVENT", "CAPABILITY", "ACTOR", "OUTCOME", "EXECUTION")
+_FIELDS = ("time", "event", "capability_id", "actor_id", "outcome", "execution_id")
+_EVENT_ROW = "{:<29}  {:<24}  {:<20}  {:<12}  {:<18}  {}\n"
 
 
 class UsageError(Exception):
@@ -92,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--since", help="ISO 8601 time or a duration ago (15m, 2h)")
         p.add_argument("--until", help="ISO 8601 time or a duration ago")
         p.add_argument("--limit", type=int, default=0, help="stop after N events (0: no limit)")
+        add_output(p, initial="json")
         if name == "tail":
             p.add_argument("--group", default="", help="read as this consumer group")
             p.add_argument("--consumer", default="", help="consumer name (default: host-pid)")
@@ -146,8 +155,13 @@ async def _read(args: argparse.Namespace, url: str, key: str, out: IO[str]) -> i
                 consumer=consumer,
                 idle_timeout_s=args.idle_timeout,
             )
+        if args.output == "table":
+            out.write(_EVENT_ROW.format(*_COLUMNS))
         async for event in events:
-            out.write(orjson.dumps(event).decode() + "\n")
+            if args.output == "table":
+                out.write(_EVENT_ROW.format(*(str(event.get(c) or "-") for c in _FIELDS)))
+            else:
+                record(event, args.output, out)
             out.flush()
             printed += 1
             if args.limit and printed >= args.limit:

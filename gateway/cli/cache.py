@@ -3,7 +3,8 @@
 
 Connection as for `capgate approvals`: `--admin HOST:PORT` (default 127.0.0.1:7444, or a
 unix:// address), a bearer JWT from `--token` or $CAPGATE_TOKEN, TLS unless `--insecure`. The
-options go before or after the command. Prints the number of entries deleted.
+options go before or after the command. Prints the number of entries deleted
+(`-o json|yaml`: `{capability_id, deleted}`).
 Exit codes: 0 success, 2 usage, 3 transport failure or refusal (the gRPC status is printed).
 """
 
@@ -17,6 +18,7 @@ import grpc
 from capgate.v1 import admin_pb2, admin_pb2_grpc
 from gateway.cli.approvals import _channel, _connection, _metadata, _transport_failure
 from gateway.cli.args import Parser, everywhere
+from gateway.cli.output import record
 
 _OK, _USAGE = 0, 2
 
@@ -52,5 +54,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         sys.stderr.write(f"capgate cache: {exc.strerror or exc}\n")
         return _USAGE
-    print(f"purged {answer.deleted} entries of {args.capability}")
+    if args.output == "table":
+        entries = "entry" if answer.deleted == 1 else "entries"
+        print(f"purged {answer.deleted} {entries} of {args.capability}")
+    else:
+        record(
+            {"capability_id": args.capability, "deleted": answer.deleted}, args.output, sys.stdout
+        )
     return _OK

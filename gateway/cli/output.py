@@ -2,14 +2,14 @@
 (kubectl's vocabulary): table for people, json and yaml field by field for programs.
 
 A list of records prints as JSON lines (one object per line, so `tail`-like streams and
-`| head` work alike), as YAML documents separated by `---`, or as a table whose first row
-names the columns."""
+`| head` work alike), or as YAML documents separated by `---`; tables are each command's own,
+their first row naming the columns."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TextIO
+from collections.abc import Callable, Mapping
+from typing import IO, Any
 
 import orjson
 import yaml
@@ -35,17 +35,9 @@ def add_output(
     )
 
 
-def record(data: Mapping[str, Any], output: str, out: TextIO) -> None:
+def record(data: Mapping[str, Any], output: str, out: IO[str]) -> None:
     """One record as json (a line) or yaml (a document)."""
     if output == "yaml":
         out.write("---\n" + yaml.safe_dump(dict(data), sort_keys=False, allow_unicode=True))
     else:
         out.write(orjson.dumps(data).decode() + "\n")
-
-
-def table(rows: Iterable[Sequence[str]], header: Sequence[str], out: TextIO) -> None:
-    """Columns padded to their widest cell, the header first."""
-    cells = [list(header), *[list(map(str, row)) for row in rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    for row in cells:
-        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")

@@ -112,7 +112,7 @@ def test_usage_problems_exit_with_2(capsys, tmp_path):
     assert main(["check", str(EXAMPLES), "--config", str(tmp_path / "absent.yaml")]) == 2
     assert main(["frobnicate"]) == 2
     assert main([]) == 2
-    assert "not a directory" in capsys.readouterr().err
+    assert "no such file or directory" in capsys.readouterr().err
 
 
 def test_test_runs_the_example_suites(capsys):
