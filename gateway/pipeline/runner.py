@@ -498,7 +498,9 @@ async def _settle(
 
 
 async def _give_back_unrun(call: Call, rt: Runtime, *, release_approval: bool = False) -> None:
-    """A call that ends without its upstream called keeps nothing it took."""
+    """A call that ends without its upstream called keeps nothing it took (a spend whose reply
+    was lost included)."""
+    await _collect_unanswered(call, rt)
     if call.limit_spent:
         await _guarded("limits", call, give_back_limits(call, rt))
     if release_approval:
@@ -612,8 +614,11 @@ async def _collect_unanswered(call: Call, rt: Runtime) -> None:
             if all(v.passed for v in verdicts):
                 call.limit_spent = rt.limiter.spent(charges, verdicts)
     if call.limits_lost is not None and call.state == types_pb2.EXECUTION_STATE_NOT_STARTED:
+        # In the background, kept by the drain: with Redis unreachable the undo would wait for
+        # its own timeout, and the caller's answer does not depend on it.
         charges, call.limits_lost = call.limits_lost, None
-        await _guarded("limits", call, rt.limiter.give_back_receipt(charges, call.execution_id))
+        undo = rt.limiter.give_back_receipt(charges, call.execution_id)
+        rt.drain.keep(asyncio.ensure_future(_guarded("limits", call, undo)))
     if call.approval_creating is not None:
         (asked, creating), call.approval_creating = call.approval_creating, None
         try:
@@ -624,7 +629,11 @@ async def _collect_unanswered(call: Call, rt: Runtime) -> None:
             record = asked  # a lost reply (timeout, dropped connection): it may be stored
         except Exception:
             record = asked
-        await _guarded("approval", call, rt.approvals.withdraw(record))
+        if record is asked:  # the reply was lost: undone in the background, as above
+            withdraw = rt.approvals.withdraw(record)
+            rt.drain.keep(asyncio.ensure_future(_guarded("approval", call, withdraw)))
+        else:  # the record is there: withdrawn before the answer says nothing was asked
+            await _guarded("approval", call, rt.approvals.withdraw(record))
 
 
 # At most this long for PostFailure hooks once a shutdown began (or from their start, when

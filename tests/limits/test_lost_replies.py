@@ -6,6 +6,7 @@ Redis's replies past the gateway's 2 s command timeout (tests/properties/redispr
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,9 +15,11 @@ import redis.asyncio as aioredis
 
 from capgate.v1 import types_pb2
 from gateway.audit.sinks import MemorySink
+from gateway.config.limitspec import BudgetSpec, ExprSite, LimitSpec
 from gateway.config.loader import load_settings
 from gateway.process.serve import start
 from gateway.state.embedded import RedisProcess
+from gateway.state.limits.store import Charge, RedisLimiter
 from tests.gateway.conftest import gateway_environ
 from tests.gateway.harness import Env
 from tests.limits.conftest import HERE, PREFIX
@@ -83,6 +86,7 @@ async def test_a_spend_whose_reply_was_lost_is_given_back(
         refused = await env.invoke("orders.refund", refund(7, reason="urgent"))
         assert refused.failed.code == types_pb2.ERROR_CODE_UPSTREAM_UNAVAILABLE, refused
         assert refused.failed.execution_state == types_pb2.EXECUTION_STATE_NOT_STARTED
+        await env.gw.runtime.drain.settled(10)  # the undo runs after the answer
         # Spent by the script (5 + 7), given back by its receipt: what reached the upstream.
         assert await _spent(limits_redis) == [5.0]
     finally:
@@ -100,6 +104,7 @@ async def test_an_approval_request_whose_reply_was_lost_leaves_no_reservation(
         relay.hold_replies(PAST_TIMEOUT_S)
         asked = await env.invoke("orders.refund", {"order_id": "o-1001", "amount": 801})
         assert asked.failed.code == types_pb2.ERROR_CODE_APPROVAL_UNAVAILABLE, asked
+        await env.gw.runtime.drain.settled(10)  # the undo runs after the answer
         client = aioredis.from_url(limits_redis.url)
         try:  # only the first: no second record, no reservation against alice's pending cap
             pending = {
@@ -115,3 +120,26 @@ async def test_an_approval_request_whose_reply_was_lost_leaves_no_reservation(
         assert pending and all(ids == [first_id] for ids in pending.values()), pending
     finally:
         await _stop(env)
+
+
+async def test_a_check_arriving_after_its_give_back_spends_nothing(
+    limits_redis: RedisProcess,
+) -> None:
+    """A lost reply does not mean the command ran already: it may still be queued. The
+    give-back that finds no receipt marks it void, and the late check then spends nothing."""
+    client = aioredis.from_url(limits_redis.url)
+    try:
+        site = ExprSite("x", 1, 1)
+        spec = LimitSpec("late", "actor.id", site, budget=BudgetSpec("1", site, 100.0, 3600.0))
+        limiter = RedisLimiter(client, prefix=f"{PREFIX}-late")
+        await client.delete(limiter.key(spec, "alice"), limiter.receipt_key("e-late"))
+        charges = [Charge(spec, "alice", 30.0)]
+        assert not await limiter.give_back_receipt(charges, "e-late")  # nothing to give back
+        now = time.time()
+        late = await limiter.check(charges, now=now, receipt="e-late", receipt_ttl_s=60)
+        assert await client.hget(limiter.key(spec, "alice"), "spent") is None, late
+        # Another execution spends as usual.
+        await limiter.check(charges, now=now, receipt="e-other", receipt_ttl_s=60)
+        assert float(await client.hget(limiter.key(spec, "alice"), "spent")) == 30.0
+    finally:
+        await client.aclose()

@@ -83,7 +83,12 @@ end
 
 CHECK_AND_SPEND: Final = (
     _DECIDE
-    + """if all_pass then
+    + """-- A check that arrives after its execution already gave up on it (its reply was lost, the
+-- receipt's give-back ran first and left 'void'): it spends nothing.
+if all_pass and #KEYS > 2 * n and redis.call('GET', KEYS[2 * n + 1]) == 'void' then
+  all_pass = false
+end
+if all_pass then
   for i = 1, n do
     local p = plans[i]
     if p and p[1] == 'r' then
@@ -118,14 +123,21 @@ return out
 PEEK: Final = _DECIDE + "return out\n"
 
 # KEYS: two per limit of the call, as for CHECK_AND_SPEND, then its receipt key; ARGV: per limit
-# the amount. The budgets the receipt names are credited in the window it names (a window that
-# ended since has nothing of it), never below zero, and the receipt is deleted in the same
-# script: at most one give-back, and none when the spend never ran (no receipt). Forced spends
-# are never on a receipt: they stay counted for their approval (ADR 0022).
+# the amount, then the TTL in ms of a 'void' mark. The budgets the receipt names are credited in
+# the window it names (a window that ended since has nothing of it), never below zero, and the
+# receipt is deleted in the same script: at most one give-back. No receipt yet: the spend has
+# not run (or never will); the receipt is marked 'void', so a check arriving late spends
+# nothing. Forced spends are never on a receipt: they stay counted for their approval (ADR 0022).
 GIVE_BACK_RECEIPT: Final = """
 local receipt = KEYS[#KEYS]
 local text = redis.call('GET', receipt)
-if not text then return 0 end
+if not text then
+  -- Nothing spent yet: the check may still arrive (queued, retransmitted). 'void' makes it
+  -- spend nothing when it does.
+  redis.call('SET', receipt, 'void', 'PX', ARGV[#ARGV])
+  return 0
+end
+if text == 'void' then return 0 end
 redis.call('DEL', receipt)
 for item in string.gmatch(text, '[^,]+') do
   local i, window = string.match(item, '^(%d+)=(.+)$')

@@ -121,16 +121,21 @@ class RedisLimiter:
         digest = hashlib.sha256(execution_id.encode()).hexdigest()[:32]
         return f"{self._prefix}:{TAG}:rcpt:{digest}"
 
-    async def give_back_receipt(self, charges: Sequence[Charge], execution_id: str) -> bool:
+    async def give_back_receipt(
+        self, charges: Sequence[Charge], execution_id: str, *, ttl_s: float = 60.0
+    ) -> bool:
         """Credit what the check of `execution_id` spent from budgets, as its receipt says,
         when the check's reply was lost (a timeout, a dropped connection): nothing when the
-        check never ran or this was done already. One round trip; raises `RedisUnavailable`."""
+        check never ran or this was done already; a check that arrives later (queued behind a
+        slow script, retransmitted) then spends nothing: the receipt is marked void for
+        `ttl_s`. One round trip; raises `RedisUnavailable`."""
         keys: list[str] = []
         for charge in charges:
             state = self.key(charge.spec, charge.key)
             keys += [state, _marker(state, charge.approval_id)]
         keys.append(self.receipt_key(execution_id))
         args = [repr(charge.amount) for charge in charges]
+        args.append(str(max(1, math.ceil(ttl_s * 1000))))  # a 'void' mark lives as long
         with _refusals_unavailable(), mapped_errors():
             done = await self._give_back_receipt(keys=keys, args=args)
         return bool(done)
