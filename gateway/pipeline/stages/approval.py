@@ -92,13 +92,14 @@ async def approval_gate(call: Call, rt: Runtime) -> Suspended | Replayed | None:
         idempotency_key=call.idempotency_key,  # the Resume executes under it (ADR 0034)
         request_hash=call.request_hash,  # and a repeat of the Invoke matches by either hash
     )
-    if inline is not None:
-        await decide_inline(call, rt, record, inline)
-        return None
-    # A keyed repeat racing its own first call asks for nothing: the journal answers (ADR 0034).
+    # A keyed repeat racing its own first call asks nobody, inline or not: the journal answers
+    # (ADR 0034).
     replay = await journal_first(call, rt)
     if replay is not None:
         return replay
+    if inline is not None:
+        await decide_inline(call, rt, record, inline)
+        return None
     with child_span("agent.approval_request") as span:
         # Shielded: a caller's cancel while the record is being stored lets the store's answer
         # arrive anyway, and the runner withdraws a record nobody was told of (issue 25).
