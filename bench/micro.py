@@ -118,6 +118,7 @@ async def measure() -> dict[str, float]:
         )
 
         def once() -> None:
+            c.bound.clear()  # a new call's: its variables and activation are built again
             with contextlib.suppress(StopIteration):
                 stage(c, rt).send(None)  # the stage never awaits: run it to completion here
 

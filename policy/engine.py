@@ -120,13 +120,16 @@ class PolicySet:
         *,
         input_free: bool = False,
         without_hooks: bool = False,
+        activation: Any = None,
     ) -> Evaluation:
         """Evaluate every applicable policy for `req` in `phase` and combine the stances.
 
         `input_free`: only the policies that never read `input` (and unknown listed names,
         which fail closed): the part of the phase decidable before input validation.
         `without_hooks`: only the policies that never read `hooks` (and unknown listed names):
-        the part decidable before the gateway's pre-hooks are called (docs/hooks.md)."""
+        the part decidable before the gateway's pre-hooks are called (docs/hooks.md).
+        `activation`: this set's `activation(phase, req)` for `req`, when the caller keeps one
+        per call and phase (the gateway: DESIGN §11, once per request); built here if None."""
         started = perf_counter()
         phase = Phase(phase)
         selected = self._select(phase, req.capability)
@@ -139,8 +142,8 @@ class PolicySet:
             listed = [p for p in listed if not isinstance(p, CompiledPolicy) or not p.reads_hooks]
         stances: list[Stance] = []
         if selected or listed:
-            variables = bindings_for(phase, req, req.now or self._clock(), self._constants)
-            activation = self._backend.activation(variables)
+            if activation is None:
+                activation = self.activation(phase, req)
             for policy in (*selected, *listed):
                 stance = (
                     self._stance(policy, activation)
@@ -150,6 +153,12 @@ class PolicySet:
                 if stance is not None:
                     stances.append(stance)
         return self._combine(stances, perf_counter() - started)
+
+    def activation(self, phase: Phase, req: EvalRequest) -> Any:
+        """The backend's activation of `req`'s variables in `phase`, this set's constants
+        bound: what `evaluate_all` evaluates every policy against."""
+        variables = bindings_for(phase, req, req.now or self._clock(), self._constants)
+        return self._backend.activation(variables)
 
     def _select(self, phase: Phase, capability: Mapping[str, Any]) -> tuple[CompiledPolicy, ...]:
         cap_id = str(capability.get("id", ""))

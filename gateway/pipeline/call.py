@@ -141,3 +141,7 @@ class Call:
     # hook that replaces `input` makes it stale, so it is recomputed for the new object.
     input_hmac: tuple[str, str] | None = None
     input_hmac_of: Any = None
+    # The CEL variables and activations of this call, built once per view and reused by every
+    # stage that evaluates an expression (gateway/pipeline/bindings.py); cleared whenever
+    # what they bind changes (the validated input, a hook's context or updated input).
+    bound: dict[str, Any] = field(default_factory=dict)

@@ -64,7 +64,10 @@ def test_load_policy_set_signature():
 def test_evaluate_all_signature():
     assert str(inspect.signature(PolicySet.evaluate_all)) == (
         "(self, phase: 'Phase', req: 'EvalRequest', *, input_free: 'bool' = False, "
-        "without_hooks: 'bool' = False) -> 'Evaluation'"
+        "without_hooks: 'bool' = False, activation: 'Any' = None) -> 'Evaluation'"
+    )
+    assert str(inspect.signature(PolicySet.activation)) == (
+        "(self, phase: 'Phase', req: 'EvalRequest') -> 'Any'"
     )
 
 

@@ -19,14 +19,12 @@ import orjson
 
 from capgate.v1 import types_pb2
 from gateway.errors import CapabilityError
+from gateway.pipeline.bindings import View, variables
 from gateway.pipeline.call import Call, Runtime
 from gateway.pipeline.stages import Outcome
-from gateway.pipeline.stages.policies import eval_request
 from gateway.telemetry import metrics
 from gateway.values.canonical import input_hash
 from gateway.values.jsonvalue import dumps
-from policy import Phase
-from policy.bindings import bindings_for
 
 log = logging.getLogger("capgate.cache")
 
@@ -45,9 +43,7 @@ async def cache_lookup(call: Call, rt: Runtime) -> None:
     scope = prepared.cache_scope
     bindings = None
     if scope.needs_bindings:
-        req = eval_request(call, rt, with_input=False)
-        assert req.now is not None
-        bindings = bindings_for(Phase.INVOCATION, req, req.now, {})
+        bindings = variables(call, rt, View.INPUT_FREE)
     scope_value = scope.value(call.actor, bindings)
     if scope_value is None:
         log.warning("capability %s: cache scope key failed; the call goes on uncached", cap_id)

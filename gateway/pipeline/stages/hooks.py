@@ -28,9 +28,9 @@ import orjson
 from capgate.v1 import hook_pb2, types_pb2
 from gateway.config.hookspec import BoundHook
 from gateway.errors import CapabilityError, Code, not_found
+from gateway.pipeline.bindings import View, activation, forget, request
 from gateway.pipeline.call import Call, Runtime
 from gateway.pipeline.hookcalls import HookFault, call_hook, fault_in, hook_context
-from gateway.pipeline.stages.policies import eval_request
 from gateway.values.canonical import input_hash
 from gateway.values.jsonvalue import dumps, parse_json, scan
 from policy import ApprovalRequirement, Decision, Phase
@@ -81,8 +81,12 @@ def _conceal_first(call: Call, rt: Runtime) -> None:
     phases = prepared.policy_phases
     if phases is not None and Phase.INVOCATION not in phases:
         return
-    req = eval_request(call, rt, with_input=True)
-    ev = policies.evaluate_all(Phase.INVOCATION, req, without_hooks=True)
+    ev = policies.evaluate_all(
+        Phase.INVOCATION,
+        request(call, rt, View.INVOCATION),
+        without_hooks=True,
+        activation=activation(call, rt, View.INVOCATION),
+    )
     if ev.decision is Decision.HIDE:
         call.evaluation = ev
         raise not_found("hidden")
@@ -180,6 +184,7 @@ async def run_pre_hooks(call: Call, rt: Runtime) -> None:
             raise _failed(hook, fault) from None
         if context:
             call.hook_context[hook.spec.name] = context
+            forget(call)  # `hooks` changed: the call's CEL variables are built again
         if answer.decision == hook_pb2.HOOK_DECISION_DENY:
             # Deny is the strongest decision: no policy or later hook can change the answer.
             raise CapabilityError(
@@ -191,6 +196,7 @@ async def run_pre_hooks(call: Call, rt: Runtime) -> None:
             call.hook_asks.append(answer.message[:512] or f"The {hook.spec.name} check asks.")
         if updated is not None:
             call.input = updated
+            forget(call)
             changed_by.append(hook.spec.name)
     if changed_by:
         _record_update(call, before, changed_by)

@@ -15,15 +15,13 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from capgate.v1 import types_pb2
 from gateway.errors import CapabilityError, Event
+from gateway.pipeline.bindings import View, variables
 from gateway.pipeline.call import Call, Runtime
 from gateway.pipeline.events import build
-from gateway.pipeline.stages.policies import eval_request
 from gateway.telemetry import child_span, metrics, traceparent
 from gateway.upstream.call import UpstreamCall, call_with_retry
 from gateway.upstream.headers import Metadata
 from gateway.upstream.state import ATTEMPTS_KEY, UPSTREAM_STATUS_KEY, ExecutionState, state_of
-from policy import Phase
-from policy.bindings import bindings_for
 
 _STATES = {
     ExecutionState.NOT_STARTED: types_pb2.EXECUTION_STATE_NOT_STARTED,
@@ -136,9 +134,7 @@ async def invoke_procedure(call: Call, rt: Runtime) -> None:
     if prepared.input_mapper is not None:
         # map_input (ADR 0024): the upstream request, built from the validated input; a
         # failure leaves the state NOT_STARTED. Never logged; approvals bound call.input.
-        req = eval_request(call, rt, with_input=True)
-        assert req.now is not None
-        request = prepared.input_mapper.apply(bindings_for(Phase.INVOCATION, req, req.now, {}))
+        request = prepared.input_mapper.apply(variables(call, rt, View.INVOCATION))
     call.state = types_pb2.EXECUTION_STATE_UNKNOWN  # from here on the effect may have happened
     try:
         output, attempts = await call_with_retry(

@@ -25,16 +25,15 @@ from cel_expr_python import cel
 from opentelemetry.trace import Span
 
 from gateway.errors import CapabilityError, Code, InputIssue
+from gateway.pipeline.bindings import View, activation, variables
 from gateway.pipeline.call import Call, Runtime
 from gateway.pipeline.limits import CompiledLimit, backend
 from gateway.pipeline.stages import Replayed
 from gateway.pipeline.stages.controls import journal_first
-from gateway.pipeline.stages.policies import eval_request
 from gateway.state.connections import RedisUnavailable
 from gateway.state.limits.store import Charge, Verdict
 from gateway.telemetry import child_span, metrics
-from policy import ApprovalRequirement, Phase
-from policy.bindings import bindings_for
+from policy import ApprovalRequirement
 
 log = logging.getLogger("capgate.limits")
 
@@ -159,10 +158,18 @@ def _receipt_ttl(call: Call) -> float:
     return timeout + RECEIPT_MARGIN_S
 
 
+def _activation(call: Call, rt: Runtime) -> Any:
+    """The call's invocation activation, the policies' own when they run on the same backend
+    as limit expressions (DESIGN §11: built once per request)."""
+    if call.snapshot.policies.backend == backend().name:
+        return activation(call, rt, View.INVOCATION)
+    own = dict(variables(call, rt, View.INVOCATION))
+    own["request"] = dict(own["request"])  # the activation converts its `now` in place
+    return backend().activation(own)
+
+
 def _charges(call: Call, rt: Runtime, limits: tuple[CompiledLimit, ...]) -> list[Charge]:
-    req = eval_request(call, rt, with_input=True)
-    assert req.now is not None
-    activation = backend().activation(bindings_for(Phase.INVOCATION, req, req.now, {}))
+    activation = _activation(call, rt)
     approved = frozenset(call.approval.reasons) if call.approval is not None else frozenset()
     out = []
     for limit in limits:

@@ -7,38 +7,30 @@ deny > hide > require-approval > allow; an error or timeout fails closed as POLI
 
 from __future__ import annotations
 
-import dataclasses
-from datetime import UTC, datetime
-from typing import Any
-
 from opentelemetry import trace
 
 from gateway.errors import CapabilityError, Code, not_found
+from gateway.pipeline.bindings import View, activation, eval_request, request
 from gateway.pipeline.call import Call, Runtime
 from gateway.telemetry import metrics
-from policy import Decision, EvalRequest, Evaluation, Phase
+from policy import Decision, Evaluation, Phase
+
+__all__ = [
+    "eval_request",  # discovery's Check builds its own (gateway/pipeline/bindings.py)
+    "evaluate_execution_policies",
+    "evaluate_invocation_policies",
+    "hide_before_validation",
+    "reevaluate_invocation_policies",
+]
 
 
-def eval_request(call: Call, rt: Runtime, *, with_input: bool, approval: Any = None) -> EvalRequest:
-    assert call.prepared is not None and call.actor is not None
-    allow = call.snapshot.settings.defaults.metadata_allowlist
-    return EvalRequest(
-        actor=call.actor.as_policy_value(),
-        capability=call.prepared.policy_value,
-        capability_policies=call.prepared.capability.policies,
-        surface=call.surface,
-        input=call.input if with_input else None,
-        now=datetime.fromtimestamp(rt.wall(), UTC),
-        correlation_id=call.correlation_id,
-        metadata={k: v for k, v in call.metadata.items() if k in allow},
-        approval=approval,
-        hooks=call.hook_context,  # the pre-hooks' context attributes (docs/hooks.md)
+def _evaluate(call: Call, rt: Runtime, view: View) -> Evaluation:
+    """All policies of the view's phase, against the call's activation of it, with their
+    latency and failures measured (metrics, span)."""
+    phase = Phase.EXECUTION if view is View.EXECUTION else Phase.INVOCATION
+    ev = call.snapshot.policies.evaluate_all(
+        phase, request(call, rt, view), activation=activation(call, rt, view)
     )
-
-
-def _evaluate(call: Call, phase: Phase, req: EvalRequest) -> Evaluation:
-    """All policies of `phase`, with their latency and failures measured (metrics, span)."""
-    ev = call.snapshot.policies.evaluate_all(phase, req)
     label = (phase.value,)
     metrics.policy_duration.observe(ev.duration_s, label)
     if ev.failed:
@@ -93,8 +85,12 @@ async def hide_before_validation(call: Call, rt: Runtime) -> None:
         prepared.policy_value, prepared.capability.policies
     ):
         return
-    req = eval_request(call, rt, with_input=False)
-    ev = policies.evaluate_all(Phase.INVOCATION, req, input_free=True)
+    ev = policies.evaluate_all(
+        Phase.INVOCATION,
+        request(call, rt, View.INPUT_FREE),
+        input_free=True,
+        activation=activation(call, rt, View.INPUT_FREE),
+    )
     metrics.policy_duration.observe(ev.duration_s, (Phase.INVOCATION.value,))
     if ev.decision is Decision.HIDE:
         call.evaluation = ev  # the stances that decided, for the denied event
@@ -104,7 +100,7 @@ async def hide_before_validation(call: Call, rt: Runtime) -> None:
 async def evaluate_invocation_policies(call: Call, rt: Runtime) -> None:
     if not _applies(call, Phase.INVOCATION):
         return  # nothing applies: the decision is allow, exposure being the default gate (SI-1)
-    ev = _evaluate(call, Phase.INVOCATION, eval_request(call, rt, with_input=True))
+    ev = _evaluate(call, rt, View.INVOCATION)
     call.evaluation = ev
     _enforce(call, rt, ev, allow_approval=True)
 
@@ -112,7 +108,7 @@ async def evaluate_invocation_policies(call: Call, rt: Runtime) -> None:
 async def reevaluate_invocation_policies(call: Call, rt: Runtime) -> None:
     """Resume: deny and hide are re-evaluated; a new require-approval is already satisfied by
     the approval being resumed (ADR 0007)."""
-    ev = _evaluate(call, Phase.INVOCATION, eval_request(call, rt, with_input=True))
+    ev = _evaluate(call, rt, View.INVOCATION)
     call.evaluation = ev
     _enforce(call, rt, ev, allow_approval=False)
 
@@ -120,19 +116,8 @@ async def reevaluate_invocation_policies(call: Call, rt: Runtime) -> None:
 async def evaluate_execution_policies(call: Call, rt: Runtime) -> None:
     if not _applies(call, Phase.EXECUTION):
         return  # most capabilities have no execution-phase policy: skip building the request
-    approval = None
-    record = call.approval
-    if record is not None and record.decided_by is not None:
-        approval = {
-            "id": record.id,
-            "approver": record.decided_by.as_policy_value(),
-            "decided_at": datetime.fromtimestamp(record.decided_at or 0, UTC),
-            "reasons": list(record.reasons),
-        }
-    req = eval_request(call, rt, with_input=True, approval=approval)
-    if call.limit_state is not None:  # the limit script ran before stage 8: no extra trip
-        req = dataclasses.replace(req, limits=call.limit_state)
-    ev = _evaluate(call, Phase.EXECUTION, req)
+    # `approval` and `limits` bound (the limit script ran before stage 8: no extra trip).
+    ev = _evaluate(call, rt, View.EXECUTION)
     # Kept beside, never over, the invocation phase's: the trail carries both (audit/events.py).
     call.execution_evaluation = ev
     _enforce(call, rt, ev, allow_approval=False)
