@@ -5,6 +5,7 @@ Key layout (docs/limits.md; ADR 0022):
 
     <prefix>:{lim}:<limit>:<shape>:<sha256(key value)[:32]>           the state (TAT or spent)
     <prefix>:{lim}:<limit>:<shape>:<sha256(key value)[:32]>:apr:<id>  an approval counted
+    <prefix>:{lim}:rcpt:<sha256(execution id)[:32]>                    what one call spent
 
 `<shape>` is the kind and a digest of the parameters the state means something under
 (`shape()`): a reload that turns a budget into a rate, or changes a window, starts fresh keys.

@@ -26,8 +26,9 @@ affinity:
 topologySpreadConstraints:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- /* Longer than the gateway's drain so in-flight calls finish before SIGKILL. */}}
-terminationGracePeriodSeconds: {{ add .Values.gateway.grace 5 }}
+{{- /* Longer than the gateway's drain, plus the 10 s it may wait for outcomes still being
+recorded (ADR 0034), so in-flight calls finish and are recorded before SIGKILL. */}}
+terminationGracePeriodSeconds: {{ add .Values.gateway.grace 15 }}
 securityContext:
   {{- include "capgate.pod.securityContext" . | nindent 2 }}
 {{- end }}
