@@ -123,15 +123,19 @@ class McpHandler:
         method = message.method
         if method not in METHODS or (stateless and method in _HANDSHAKE_ONLY):
             raise RpcError(METHOD_NOT_FOUND, "Method not found.")
-        if method == "initialize":
-            return await self._initialize(message.params, actor)
-        if method == "ping":
-            return Reply({})
-        if method == "server/discover":
-            return Reply(self._discover())
-        if method == "tools/list":
-            return Reply(self._list(message.params, actor))
-        return Reply(await self._call(message.params, actor, traceparent, stateless))
+        params = message.params
+        match method:
+            case "initialize":
+                return await self._initialize(params, actor)
+            case "ping":
+                return Reply({})
+            case "server/discover":
+                return Reply(self._discover())
+            case "tools/list":
+                return Reply(self._list(params, actor))
+            case "tools/call":
+                return Reply(await self._call(params, actor, traceparent, stateless))
+        raise AssertionError(f"{method} is in METHODS without a handler")
 
     def _capabilities(self) -> dict[str, Any]:
         return {"tools": {"listChanged": False}}
