@@ -23,10 +23,18 @@ from enum import Enum
 from typing import Any
 
 from gateway.pipeline.call import Call, Runtime
-from policy import EvalRequest, Phase
+from policy import EvalRequest, Evaluation, Phase
 from policy.bindings import bindings_for
 
-__all__ = ["View", "activation", "eval_request", "forget", "request", "variables"]
+__all__ = [
+    "View",
+    "activation",
+    "eval_request",
+    "evaluate",
+    "forget",
+    "request",
+    "variables",
+]
 
 
 class View(Enum):
@@ -96,6 +104,20 @@ def activation(call: Call, rt: Runtime, view: View) -> Any:
     if bound.activation is None:
         bound.activation = call.snapshot.policies.activation(_PHASE[view], bound.request)
     return bound.activation
+
+
+def evaluate(
+    call: Call, rt: Runtime, view: View, *, input_free: bool = False, without_hooks: bool = False
+) -> Evaluation:
+    """The snapshot's policies of the view's phase (those `input_free` or `without_hooks`
+    select) against the call's activation of the view."""
+    return call.snapshot.policies.evaluate_all(
+        _PHASE[view],
+        request(call, rt, view),
+        input_free=input_free,
+        without_hooks=without_hooks,
+        activation=activation(call, rt, view),
+    )
 
 
 def _bound(call: Call, rt: Runtime, view: View) -> _Bound:

@@ -89,20 +89,26 @@ async def prepare_target(
     prepare = KINDS.get(upstream.kind)
     if prepare is None:
         raise TargetRefused(f"kind {upstream.kind} is not a known upstream kind")
-    return await prepare(cap, upstream, pool, connect, descriptors)
+    return await prepare(_Site(cap, upstream, pool, connect, descriptors))
 
 
-async def _grpc_target(
-    cap: Capability,
-    upstream: Upstream,
-    pool: ChannelPool,
-    connect: bool,
-    descriptors: DescriptorLookup,
-) -> Target | None:
+@dataclass(frozen=True, slots=True)
+class _Site:
+    """What every kind's preparation is given."""
+
+    cap: Capability
+    upstream: Upstream
+    pool: ChannelPool
+    connect: bool  # False: `capgate config check` without resolving upstreams
+    descriptors: DescriptorLookup
+
+
+async def _grpc_target(site: _Site) -> Target | None:
     """Kind grpc: the method resolved in the upstream's descriptors; the input schema derived
     from its request message unless the config gives one."""
-    channel = _channel(upstream, pool)
-    found = await descriptors(upstream, cap)
+    cap, upstream = site.cap, site.upstream
+    channel = _channel(site)
+    found = await site.descriptors(upstream, cap)
     if found is None:
         return None
     if isinstance(found, UpstreamConfigError):
@@ -117,15 +123,10 @@ async def _grpc_target(
     return Target(cap, input_schema, call, info.full_method, request)
 
 
-async def _procedure_target(
-    cap: Capability,
-    upstream: Upstream,
-    pool: ChannelPool,
-    connect: bool,
-    descriptors: DescriptorLookup,
-) -> Target | None:
+async def _procedure_target(site: _Site) -> Target | None:
     """Kind procedure: capgate's own Procedure service, the schema the config's."""
-    channel = _channel(upstream, pool)
+    cap, upstream = site.cap, site.upstream
+    channel = _channel(site)
     if cap.input_schema is None:
         raise TargetRefused("a procedure upstream needs input_schema")
     call = procedure_call(channel, cap.id, upstream=upstream)
@@ -133,21 +134,16 @@ async def _procedure_target(
     return Target(cap, cap.input_schema, call, method, cap.map_input_schema)
 
 
-def _channel(upstream: Upstream, pool: ChannelPool) -> Any:
+def _channel(site: _Site) -> Any:
     try:
-        return pool.channel(upstream)  # reads the upstream's TLS files
+        return site.pool.channel(site.upstream)  # reads the upstream's TLS files
     except UpstreamConfigError as exc:
         raise TargetRefused(str(exc), key="upstream") from None
 
 
-async def _http_target(
-    cap: Capability,
-    upstream: Upstream,
-    pool: ChannelPool,
-    connect: bool,
-    descriptors: DescriptorLookup,
-) -> Target | None:
+async def _http_target(site: _Site) -> Target | None:
     """Kind http: one HTTP request per call, the schema the config's."""
+    cap, upstream, pool = site.cap, site.upstream, site.pool
     if cap.http is None or cap.input_schema is None:
         raise UpstreamConfigError("an http upstream needs http and input_schema")
     call = http_call(
@@ -161,19 +157,14 @@ async def _http_target(
     return Target(cap, cap.input_schema, call, call.full_method, request)
 
 
-async def _mcp_target(
-    cap: Capability,
-    upstream: Upstream,
-    pool: ChannelPool,
-    connect: bool,
-    descriptors: DescriptorLookup,
-) -> Target | None:
+async def _mcp_target(site: _Site) -> Target | None:
     """Kind mcp: the tool as the server lists it now, its schemas unless the config gives
     them."""
+    cap, upstream, pool = site.cap, site.upstream, site.pool
     if cap.tool is None:
         raise UpstreamConfigError("an mcp upstream needs tool")
     client = pool.http.shared(upstream, lambda http: McpClient(http, upstream))
-    if not connect:
+    if not site.connect:
         return None
     tool, generation = await load_tool(client, cap.tool, timeout_s=LOAD_TIMEOUT_S)
     arguments = _checked(tool.get("inputSchema"), f"tool {cap.tool} inputSchema")
@@ -196,9 +187,7 @@ def _checked(schema: Any, what: str) -> Mapping[str, Any]:
     return plain_schema(schema)
 
 
-_Prepare = Callable[
-    [Capability, Upstream, "ChannelPool", bool, DescriptorLookup], Awaitable[Target | None]
-]
+_Prepare = Callable[[_Site], Awaitable[Target | None]]
 
 # kind → how a capability over it is prepared: the one dispatch on an upstream's kind.
 KINDS: Final[Mapping[str, _Prepare]] = {

@@ -9,7 +9,7 @@ import asyncio
 from capgate.v1 import gateway_pb2, types_pb2
 from gateway.audit.sinks import AuditUnavailable
 from gateway.errors import CapabilityError, Code, Event, not_found
-from gateway.pipeline.bindings import View, activation, request
+from gateway.pipeline.bindings import View, evaluate
 from gateway.pipeline.call import Call, Runtime
 from gateway.pipeline.events import build, stances
 from gateway.pipeline.stages import Replayed
@@ -106,12 +106,7 @@ def _conceal(call: Call, rt: Runtime) -> None:
     assert prepared is not None
     if prepared.policy_phases is not None and Phase.INVOCATION not in prepared.policy_phases:
         return
-    ev = call.snapshot.policies.evaluate_all(
-        Phase.INVOCATION,
-        request(call, rt, View.INVOCATION),
-        without_hooks=True,
-        activation=activation(call, rt, View.INVOCATION),
-    )
+    ev = evaluate(call, rt, View.INVOCATION, without_hooks=True)
     if any(s.effect is Decision.HIDE and s.enforced for s in ev.stances):
         call.evaluation = ev
         raise not_found("hidden")

@@ -28,7 +28,7 @@ import orjson
 from capgate.v1 import hook_pb2, types_pb2
 from gateway.config.hookspec import BoundHook
 from gateway.errors import CapabilityError, Code, not_found
-from gateway.pipeline.bindings import View, activation, forget, request
+from gateway.pipeline.bindings import View, evaluate, forget
 from gateway.pipeline.call import Call, Runtime
 from gateway.pipeline.hookcalls import HookFault, call_hook, fault_in, hook_context
 from gateway.values.canonical import input_hash
@@ -77,16 +77,10 @@ def _conceal_first(call: Call, rt: Runtime) -> None:
     Stage 7 then evaluates every policy, with the hooks' context."""
     assert call.prepared is not None
     prepared = call.prepared
-    policies = call.snapshot.policies
     phases = prepared.policy_phases
     if phases is not None and Phase.INVOCATION not in phases:
         return
-    ev = policies.evaluate_all(
-        Phase.INVOCATION,
-        request(call, rt, View.INVOCATION),
-        without_hooks=True,
-        activation=activation(call, rt, View.INVOCATION),
-    )
+    ev = evaluate(call, rt, View.INVOCATION, without_hooks=True)
     if ev.decision is Decision.HIDE:
         call.evaluation = ev
         raise not_found("hidden")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from opentelemetry import trace
 
 from gateway.errors import CapabilityError, Code, not_found
-from gateway.pipeline.bindings import View, activation, eval_request, request
+from gateway.pipeline.bindings import View, eval_request, evaluate
 from gateway.pipeline.call import Call, Runtime
 from gateway.telemetry import metrics
 from policy import Decision, Evaluation, Phase
@@ -28,9 +28,7 @@ def _evaluate(call: Call, rt: Runtime, view: View) -> Evaluation:
     """All policies of the view's phase, against the call's activation of it, with their
     latency and failures measured (metrics, span)."""
     phase = Phase.EXECUTION if view is View.EXECUTION else Phase.INVOCATION
-    ev = call.snapshot.policies.evaluate_all(
-        phase, request(call, rt, view), activation=activation(call, rt, view)
-    )
+    ev = evaluate(call, rt, view)
     label = (phase.value,)
     metrics.policy_duration.observe(ev.duration_s, label)
     if ev.failed:
@@ -85,12 +83,7 @@ async def hide_before_validation(call: Call, rt: Runtime) -> None:
         prepared.policy_value, prepared.capability.policies
     ):
         return
-    ev = policies.evaluate_all(
-        Phase.INVOCATION,
-        request(call, rt, View.INPUT_FREE),
-        input_free=True,
-        activation=activation(call, rt, View.INPUT_FREE),
-    )
+    ev = evaluate(call, rt, View.INPUT_FREE, input_free=True)
     metrics.policy_duration.observe(ev.duration_s, (Phase.INVOCATION.value,))
     if ev.decision is Decision.HIDE:
         call.evaluation = ev  # the stances that decided, for the denied event
