@@ -28,6 +28,7 @@ class Served:
     config: Path
     secret: str
     ports: dict[str, int]
+    redis_url: str
     log: list[str] = field(default_factory=list)
 
     @property
@@ -96,6 +97,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         .replace("127.0.0.1:7643", "127.0.0.1:0")
         .replace("127.0.0.1:7644", "127.0.0.1:0")
         .replace("127.0.0.1:7680", upstream)
+        # The trail in the embedded Redis too, for `capgate audit`.
+        + "\naudit:\n  sinks: [stdout, redis]\n"
     )
     secret = secrets.token_hex(32)
     ready = where / "ready.json"
@@ -111,7 +114,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     try:
         assert _lines_until(gateway.stderr, "capgate ready", log).wait(60), "".join(log)
         assert ready.is_file(), "".join(log)[-4000:]
-        yield Served(config, secret, orjson.loads(ready.read_bytes())["ports"], log)
+        started = orjson.loads(ready.read_bytes())
+        yield Served(config, secret, started["ports"], started["redis_url"], log)
     finally:
         gateway.terminate()
         gateway.wait(30)
