@@ -163,8 +163,8 @@ def gateway(
         "--grace",
         "1",
     )
-    if workers > 1:
-        argv += ["--workers", str(workers)]
+    # Always explicit: `capgate serve` alone runs one worker per core (`--workers auto`).
+    argv += ["--workers", str(workers)]
     return spawn(name, argv, run_dir, ready_file=ready, env=env, timeout_s=180.0)
 
 

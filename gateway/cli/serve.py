@@ -37,9 +37,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO (default), WARNING, ERROR")
     parser.add_argument(
         "--workers",
-        type=int,
-        default=1,
-        help="processes sharing the TCP listener ports (SO_REUSEPORT)",
+        type=workers.workers_arg,
+        default=workers.AUTO,
+        help="processes sharing the TCP listener ports (SO_REUSEPORT), or auto (the default): "
+        "one per available core where more than one is and the config allows it",
     )
     # Set by the `--workers` supervisor for each worker it starts (gateway/process/workers.py).
     parser.add_argument("--worker-index", type=int, help=argparse.SUPPRESS)
@@ -56,8 +57,10 @@ def main(argv: Sequence[str]) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
-    if args.workers != 1 and args.worker_index is None:
-        return workers.supervise(args)
+    if args.worker_index is None:
+        args.workers = workers.resolve(args.workers, args.config)
+        if args.workers != 1:
+            return workers.supervise(args)
     try:
         import uvloop  # noqa: PLC0415 - optional speed-up, absent on some platforms
 

@@ -87,6 +87,67 @@ def _die_with_parent(parent: int) -> Callable[[], None] | None:
     return preexec
 
 
+AUTO = "auto"
+
+
+def workers_arg(text: str) -> int | str:
+    """`--workers`: a count of processes, or `auto` (one per available core)."""
+    if text == AUTO:
+        return AUTO
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or {AUTO}, got {text!r}") from None
+
+
+def available_cores(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
+    """The cores this process may use: the CPUs it may run on (affinity), bounded by a cgroup
+    CPU limit (a container's `resources.limits.cpu`: cgroup v2 `cpu.max`, or v1's CFS quota),
+    rounded down, at least 1."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = cores or 1
+    quota = _cpu_quota(cgroup)
+    if quota is not None:
+        cores = min(cores, int(quota))
+    return max(1, cores)
+
+
+def _cpu_quota(cgroup: Path) -> float | None:
+    """CPUs the cgroup allows (quota / period), None when unlimited or unknown."""
+    try:
+        quota, period = (cgroup / "cpu.max").read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        v1 = int((cgroup / "cpu" / "cpu.cfs_quota_us").read_text())
+        v1_period = int((cgroup / "cpu" / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return None if v1 <= 0 or v1_period <= 0 else v1 / v1_period
+
+
+def resolve(requested: int | str, config: str) -> int:
+    """The worker count `--workers` asks for: `auto` is one per available core where more than
+    one is available and the config can run that way, else 1 (logged): `auto` never refuses a
+    config that one process serves (the embedded Redis, no shared TCP listener). A number is
+    kept as given (and refused by `supervise` when the config cannot run so)."""
+    if requested != AUTO:
+        return int(requested)
+    cores = available_cores()
+    if cores <= 1:
+        return 1
+    try:
+        settings = load_settings(config)
+    except ConfigError:
+        return 1  # the one process reports the config's problems
+    problems = refusals(settings, cores)
+    if problems:
+        log.info("--workers auto: one process (%s)", "; ".join(problems))
+        return 1
+    return cores
+
+
 def shared(listener: Listener) -> bool:
     """Whether every worker binds `listener` (TCP gRPC), or worker 0 alone (unix, MCP)."""
     return listener.protocol == "grpc" and not listener.address.startswith("unix://")
@@ -312,10 +373,14 @@ def supervise(args: argparse.Namespace) -> int:
             for index, proc, ready in started:
                 data = group.wait_ready(proc, ready)
                 if data is None:
-                    if not group.stopping:
-                        log.error("worker %d did not become ready; stopping", index)
+                    if group.stopping:
+                        group.stop(args.grace)
+                        return 0
+                    log.error("worker %d did not become ready; stopping", index)
                     group.stop(args.grace)
-                    return 0 if group.stopping else 1
+                    # A worker that refused to start (exit 2: a config it cannot serve) makes
+                    # the group refuse the same way, as one process would.
+                    return 2 if proc.returncode == 2 else 1
                 if index == 0:
                     first = data
                     ports = {k: int(v) for k, v in data.get("ports", {}).items()}

@@ -185,6 +185,7 @@ class Stack:
         Path(f"{self.run_dir}/capgate.sock").unlink(missing_ok=True)
         argv = [sys.executable, "-m", "gateway.cli.main", "serve", "--config", str(self.config)]
         argv += ["--ready-file", str(ready), "--no-watch", "--grace", str(grace_s)]
+        argv += ["--workers", "1"]  # one process: the faults act on it
         with open(self.run_dir / "serve.log", "ab") as out:
             self.serve = subprocess.Popen(
                 argv, cwd=ROOT, env=self.environ(), stdout=out, stderr=subprocess.STDOUT

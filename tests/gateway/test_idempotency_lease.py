@@ -64,7 +64,7 @@ async def _crash_mid_call(
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         *("-m", "gateway.cli.main", "serve", "--config", str(HERE / "gateway.yaml")),
-        *("--ready-file", str(ready), "--no-watch"),
+        *("--ready-file", str(ready), "--no-watch", "--workers", "1"),  # one process to kill
         cwd=ROOT,
         env=environ,
         stdout=asyncio.subprocess.DEVNULL,

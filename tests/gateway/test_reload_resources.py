@@ -226,6 +226,7 @@ async def test_capgate_serve_closes_the_first_snapshots_channel_after_a_reload(
     process = await asyncio.create_subprocess_exec(
         *(str(Path(sys.executable).parent / "capgate"), "serve", "--config", str(path)),
         *("--ready-file", str(ready), "--watch-interval", "0.1", "--watch-settle", "0.05"),
+        *("--workers", "1"),  # the process whose channels are counted
         stderr=asyncio.subprocess.PIPE,
     )
     assert process.stderr is not None

@@ -55,6 +55,7 @@ async def _serve_and_probe(
         "gateway.cli.main",
         "serve",
         *("--config", str(config), "--ready-file", str(ready), "--no-watch", "--grace", "0.2"),
+        *("--workers", "1"),  # one process's stderr is counted
         cwd=ROOT,
         env=env,
         stdout=asyncio.subprocess.DEVNULL,

@@ -346,7 +346,8 @@ def test_standalone_needs_a_tcp_listener() -> None:
 def test_workers_become_the_serve_flag_and_need_a_tcp_listener() -> None:
     standalone = [CHART / "ci" / "standalone.yaml"]
     one = gateway_container(pod_spec(render(standalone).one("Deployment")))
-    assert not any(arg.startswith("--workers") for arg in one["args"])  # the default: 1
+    # The default, auto, follows the container's CPU limit: none in the standalone values.
+    assert "--workers=1" in one["args"]
     three = render(standalone, sets=["gateway.workers=3"])
     validate_manifests(three.docs)
     assert "--workers=3" in gateway_container(pod_spec(three.one("Deployment")))["args"]
@@ -359,3 +360,20 @@ def test_workers_become_the_serve_flag_and_need_a_tcp_listener() -> None:
     assert refused.returncode != 0
     assert "needs a listeners.tcp entry" in refused.stderr
     assert template(standalone, sets=["gateway.workers=0"]).returncode != 0  # the schema
+    assert template(standalone, sets=["gateway.workers=many"]).returncode != 0
+
+
+def test_workers_auto_follows_the_containers_cpu_limit() -> None:
+    standalone = [CHART / "ci" / "standalone.yaml"]
+    for limit, workers in (("2", 2), ("1500m", 1), ("3.7", 3), ("250m", 1), ("4000m", 4)):
+        docs = render(standalone, sets=[f"resources.limits.cpu={limit}"])
+        validate_manifests(docs.docs)
+        args = gateway_container(pod_spec(docs.one("Deployment")))["args"]
+        assert f"--workers={workers}" in args, (limit, args)
+    # A sidecar serving its app over the unix socket alone: one process, whatever the limit.
+    sidecar = render(
+        [CHART / "ci" / "sidecar.yaml"],
+        sets=["resources.limits.cpu=4"],
+        set_json=["listeners.tcp=[]"],
+    )
+    assert "--workers=1" in gateway_container(pod_spec(sidecar.one("Deployment")))["args"]

@@ -252,7 +252,7 @@ class Stack:
         ready = run_dir / "ready.json"
         argv = [sys.executable, "-m", "gateway.cli.main", "serve", "--config", str(self.config)]
         argv += ["--ready-file", str(ready), "--grace", "2", "--log-level", "WARNING"]
-        argv += ["--watch-interval", "0.1", "--watch-settle", "0.1"]
+        argv += ["--watch-interval", "0.1", "--watch-settle", "0.1", "--workers", "1"]
         with open(run_dir / "serve.log", "ab") as out:
             gateway.popen = subprocess.Popen(
                 argv, cwd=ROOT, env=self.environ(gateway), stdout=out, stderr=out

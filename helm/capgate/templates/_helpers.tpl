@@ -222,3 +222,19 @@ listener. */}}
 {{- $_ := include "capgate.inbox.adminListener" . }}
 {{- end }}
 {{- end }}
+
+{{/*
+The whole cores of the capgate container's CPU limit (resources.limits.cpu: 2, "1500m", 1.5),
+rounded down, at least 1; 1 when there is no CPU limit. gateway.workers: auto uses it.
+*/}}
+{{- define "capgate.cpuLimitCores" -}}
+{{- $cpu := "" -}}
+{{- with .Values.resources }}{{ with .limits }}{{ with .cpu }}{{ $cpu = toString . }}{{ end }}{{ end }}{{ end -}}
+{{- if not $cpu -}}
+1
+{{- else if hasSuffix "m" $cpu -}}
+{{ max 1 (div (int (trimSuffix "m" $cpu)) 1000) }}
+{{- else -}}
+{{ max 1 (int (floor (float64 $cpu))) }}
+{{- end -}}
+{{- end -}}

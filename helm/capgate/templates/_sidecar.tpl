@@ -23,11 +23,17 @@ context: `.` here, `.Subcharts.capgate` from a parent chart.
     - --watch-interval={{ .Values.gateway.watchInterval }}
     - --grace={{ .Values.gateway.grace }}
     - --log-level={{ .Values.gateway.logLevel }}
-    {{- $workers := int (default 1 .Values.gateway.workers) }}
-    {{- if gt $workers 1 }}
-    {{- if not .Values.listeners.tcp }}{{ fail "gateway.workers > 1 needs a listeners.tcp entry: the workers share TCP ports, and the unix-socket listener is served by the first worker only" }}{{ end }}
-    - --workers={{ $workers }}
+    {{- /* `auto` (the default): one worker per core of the container's CPU limit, when
+    there is a TCP listener to share; 1 without a CPU limit (the node's cores are not the
+    pod's). Always passed: `capgate serve` alone would default to its own `auto`. */}}
+    {{- $workers := 1 }}
+    {{- if eq (toString (default "auto" .Values.gateway.workers)) "auto" }}
+    {{- if .Values.listeners.tcp }}{{ $workers = int (include "capgate.cpuLimitCores" .) }}{{ end }}
+    {{- else }}
+    {{- $workers = int .Values.gateway.workers }}
+    {{- if and (gt $workers 1) (not .Values.listeners.tcp) }}{{ fail "gateway.workers > 1 needs a listeners.tcp entry: the workers share TCP ports, and the unix-socket listener is served by the first worker only" }}{{ end }}
     {{- end }}
+    - --workers={{ $workers }}
     {{- with .Values.actorToken.jwksOut }}
     - --jwks-out={{ . }}
     {{- end }}
