@@ -8,6 +8,7 @@ pure-Python call overhead and counts every resumption of a coroutine as a call; 
 and take absolute µs from bench.micro and report.json's per-stage figures (unprofiled).
 
     python -m bench.profile [--seconds 10] [--concurrency 16] [--summary] [--bare]
+                            [--capability bench.limited]
 
 `--bare` profiles the gateway's skeleton instead (`bench.rounds --bare`: one capability with
 nothing to govern, no audit sink, no tracing) into bench/out/profile_bare.txt.
@@ -128,7 +129,9 @@ def _table(stats: pstats.Stats, key: str, calls: int, limit: int) -> str:
     return "\n".join(out)
 
 
-async def profile(seconds: float, concurrency: int, bare: bool = False) -> str:
+async def profile(
+    seconds: float, concurrency: int, bare: bool = False, capability: str = "bench.p3"
+) -> str:
     run_dir = Path(tempfile.mkdtemp(prefix="cgp-"))
     redis = RedisProcess(run_dir / "redis").start()
     up = procs.upstream(run_dir)
@@ -142,7 +145,6 @@ async def profile(seconds: float, concurrency: int, bare: bool = False) -> str:
         secret=secret,
         hmac_key=fixtures.new_secret(),
     )
-    capability = "bench.p3"
     if bare:  # the gateway's skeleton (bench.rounds --bare): nothing to govern
         settings, capability = rounds.bare_config(settings), rounds.BARE_CAPABILITY
     config = fixtures.write_config(run_dir / "gateway.yaml", settings)
@@ -204,10 +206,13 @@ def main() -> None:
     parser.add_argument(
         "--bare", action="store_true", help="profile the gateway's skeleton (bench.rounds --bare)"
     )
+    parser.add_argument(
+        "--capability", default="bench.p3", help="the capability driven (e.g. bench.limited)"
+    )
     args = parser.parse_args()
     out = OUT_BARE if args.bare else OUT
     out.parent.mkdir(parents=True, exist_ok=True)
-    text = uvloop.run(profile(args.seconds, args.concurrency, args.bare))
+    text = uvloop.run(profile(args.seconds, args.concurrency, args.bare, args.capability))
     out.write_text(text)
     print(text.split("\n\n== by own time ==")[0] if args.summary else text)
     print(f"wrote {out}")

@@ -1,5 +1,9 @@
 """`capgate serve --workers N`: N gateway processes behind the same listener ports.
 
+`--workers auto` (the default) is one per available core (`available_cores`: the CPUs the
+process may run on, bounded by a cgroup CPU limit) where more than one is and the config can
+run as several (`refusals` finds nothing); one process otherwise (`resolve`).
+
 One Python process serves one core at best (grpc.aio runs every handler on one event loop
 under the GIL), so throughput scales by running several. The supervisor started by `--workers`
 spawns N ordinary `capgate serve` processes; each binds the TCP gRPC listeners with
