@@ -30,7 +30,7 @@ from gateway.upstream.descriptors import (
     load_descriptor_set,
     load_from_reflection,
 )
-from gateway.upstream.errors import UpstreamConfigError
+from gateway.upstream.errors import UpstreamConfigError, UpstreamUnreachable
 from gateway.upstream.mapinput import InputMapper, MapInputError
 from gateway.upstream.spec import Upstream
 from gateway.upstream.targets import TargetRefused, UpstreamUnusable, prepare_target
@@ -48,6 +48,8 @@ class SnapshotProblem:
 
     parts: PathParts
     message: str
+    # An upstream that did not answer at load (UpstreamUnreachable): may pass by itself.
+    retryable: bool = False
 
     def __str__(self) -> str:
         return f"{format_path(self.parts)}: {self.message}"
@@ -66,6 +68,16 @@ class SnapshotError(Exception):
         lines = [str(p) for p in self.problems] + [str(i) for i in self.policy_issues]
         count = len(lines)
         super().__init__(f"{count} problem(s):" + "".join(f"\n  {line}" for line in lines))
+
+    @property
+    def retryable(self) -> bool:
+        """Whether the same config may load later: every problem is an upstream that did not
+        answer (a policy or config problem needs a new content, docs/config.md "Reload")."""
+        return (
+            bool(self.problems)
+            and not self.policy_issues
+            and all(p.retryable for p in self.problems)
+        )
 
 
 class ContentMoved(SnapshotError):
@@ -176,14 +188,19 @@ class _Lookups:
             upstream = settings.upstreams[name]
             key = "descriptor_set" if upstream.descriptor_set else "address"
             who = f"capabilit{'y' if len(needed_by) == 1 else 'ies'} {', '.join(needed_by)}"
-            message = f"upstream {name} ({who}): {self.found[name]}"
-            out.append(SnapshotProblem(("upstreams", name, key), message))
+            found = self.found[name]
+            message = f"upstream {name} ({who}): {found}"
+            unreachable = isinstance(found, UpstreamUnreachable)
+            out.append(SnapshotProblem(("upstreams", name, key), message, unreachable))
         return out
 
 
-def _refusal(cap: Capability, parts: PathParts, message: str) -> SnapshotProblem:
+def _refusal(
+    cap: Capability, parts: PathParts, message: str, *, retryable: bool = False
+) -> SnapshotProblem:
     """A problem naming the capability and its upstream (its place gives file:line)."""
-    return SnapshotProblem(parts, f"upstream {cap.upstream} (capability {cap.id}): {message}")
+    message = f"upstream {cap.upstream} (capability {cap.id}): {message}"
+    return SnapshotProblem(parts, message, retryable)
 
 
 async def _prepare(
@@ -213,7 +230,9 @@ async def _prepare(
         return None  # the upstream's problem (`lookups.problems`)
     except UpstreamConfigError as exc:
         key = exc.key if isinstance(exc, TargetRefused) else None
-        problems.append(_refusal(cap, parts if key is None else (*parts, key), str(exc)))
+        unreachable = isinstance(exc, UpstreamUnreachable)
+        place = parts if key is None else (*parts, key)
+        problems.append(_refusal(cap, place, str(exc), retryable=unreachable))
         return None
     if found is None:
         return cap.input_schema or {}

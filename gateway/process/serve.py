@@ -108,21 +108,30 @@ class Gateway:
             try:
                 snapshot = await build_snapshot(settings, self.pool, hmac_key=self._hmac_key())
             except Exception as exc:
-                # The cause may pass (an upstream not resolvable yet): the same config is
-                # tried again, backing off, until it loads or a newer one replaces it.
-                delay = min(RELOAD_RETRY_S * 2 ** min(attempt, 10), RELOAD_RETRY_MAX_S)
-                # Every problem, at its file:line in the config the watcher loaded.
-                why = located(settings, exc) if isinstance(exc, SnapshotError) else exc
-                log.error(
-                    "reload refused, keeping revision %s (trying again in %gs): %s",
-                    self.holder.current.revision,
-                    delay,
-                    why,
-                )
-                self._retry_later(settings, generation, attempt + 1, delay)
+                self._refused(settings, exc, generation, attempt)
                 return
             self.holder.swap(snapshot)
             log.info("reloaded: revision %s", snapshot.revision)
+
+    def _refused(self, settings: Settings, exc: Exception, generation: int, attempt: int) -> None:
+        """Log a refused reload with every problem at its file:line in the config the watcher
+        loaded. Only an upstream that did not answer may pass by itself: that config is tried
+        again, backing off, until it loads or a newer one replaces it. Anything else (a policy
+        or capability problem) is reported this once: the watcher brings the next content."""
+        why = located(settings, exc) if isinstance(exc, SnapshotError) else exc
+        revision = self.holder.current.revision
+        if not (isinstance(exc, SnapshotError) and exc.retryable):
+            log.error("reload refused, keeping revision %s: %s", revision, why)
+            return
+        delay = min(RELOAD_RETRY_S * 2 ** min(attempt, 10), RELOAD_RETRY_MAX_S)
+        log.error(
+            "reload refused, keeping revision %s (an upstream did not answer; trying again "
+            "in %gs): %s",
+            revision,
+            delay,
+            why,
+        )
+        self._retry_later(settings, generation, attempt + 1, delay)
 
     def _retry_later(self, settings: Settings, generation: int, attempt: int, delay: float) -> None:
         if self._stopped:

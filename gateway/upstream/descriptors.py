@@ -20,7 +20,7 @@ from google.protobuf.descriptor_pool import DescriptorPool
 from google.protobuf.message import DecodeError, Message
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from gateway.upstream.errors import UpstreamConfigError
+from gateway.upstream.errors import UpstreamConfigError, UpstreamUnreachable
 
 __all__ = [
     "MethodInfo",
@@ -138,7 +138,8 @@ async def load_from_reflection(
             missing = _missing_imports(files)
         await stream.done_writing()
     except grpc.aio.AioRpcError as err:
-        raise UpstreamConfigError(
+        unreachable = err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+        raise (UpstreamUnreachable if unreachable else UpstreamConfigError)(
             f"server reflection failed: {err.code().name}: {err.details()}"
             f"{_REFLECTION_HINTS.get(err.code(), '')}"
         ) from err

@@ -20,11 +20,17 @@ from gateway.upstream.state import ExecutionState, with_state
 __all__ = [
     "TranscodeError",
     "UpstreamConfigError",
+    "UpstreamUnreachable",
 ]
 
 
 class UpstreamConfigError(Exception):
     """An upstream, descriptor or capability-to-method binding that cannot be loaded."""
+
+
+class UpstreamUnreachable(UpstreamConfigError):
+    """An upstream that did not answer while it was being loaded (not listening, unavailable,
+    too slow): the same config may load once it answers, so a reload is tried again."""
 
 
 class TranscodeError(Exception):

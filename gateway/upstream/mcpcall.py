@@ -32,7 +32,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from gateway.errors import CapabilityError, Code
-from gateway.upstream.errors import UpstreamConfigError
+from gateway.upstream.errors import UpstreamConfigError, UpstreamUnreachable
 from gateway.upstream.headers import Metadata
 from gateway.upstream.httpclient import (
     SentTracker,
@@ -235,9 +235,9 @@ async def load_tool(
         async with asyncio.timeout(timeout_s):
             tools, generation = await client.current_tools(refresh=True)
     except TimeoutError:
-        raise UpstreamConfigError(f"tools/list took longer than {timeout_s:g}s") from None
-    except CapabilityError as err:
-        raise UpstreamConfigError(f"cannot list the server's tools: {err.reason}") from None
+        raise UpstreamUnreachable(f"tools/list took longer than {timeout_s:g}s") from None
+    except CapabilityError as err:  # the call failed on its way: the server may answer later
+        raise UpstreamUnreachable(f"cannot list the server's tools: {err.reason}") from None
     except McpProtocolError as err:
         raise UpstreamConfigError(f"tools/list failed: {err}") from None
     tool = find_tool(tools, name)

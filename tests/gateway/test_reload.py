@@ -78,3 +78,48 @@ async def test_no_retry_outlives_stop(
     await asyncio.sleep(0.5)  # several retry periods
     assert all(t.done() for t in gw.tasks)
     assert all(t.get_name() != "reload-retry" for t in asyncio.all_tasks())
+
+
+async def test_a_policy_refused_on_reload_is_reported_once_and_not_tried_again(
+    orders_upstream: str,
+    redis_server: RedisProcess,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 27 defect 4: a policy that does not compile is bad content, not a passing cause:
+    the reload is refused and logged once, the running snapshot stays, and nothing tries the
+    same content again (docs/config.md "Reload"); the next content is the watcher's."""
+    monkeypatch.setattr(serve_module, "RELOAD_RETRY_S", 0.05)
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    for source in (HERE / "../../examples/policies").glob("*.yaml"):
+        (policies / source.name).write_text(source.read_text())
+    data = yaml.safe_load((HERE / "gateway.yaml").read_text())
+    data["upstreams"]["orders"]["descriptor_set"] = str(HERE / "../../examples/orders/orders.pb")
+    data["policies"]["paths"] = [str(policies)]
+    environ = gateway_environ(orders_upstream, redis_server.url, tempfile.mkdtemp(prefix="cg-"))
+    (tmp_path / "gateway.yaml").write_text(yaml.safe_dump(data))
+    gw = await start(load_settings(tmp_path / "gateway.yaml", environ=environ))
+    try:
+        revision = gw.holder.current.revision
+        bad = {
+            "policies": [
+                {
+                    "name": "broken",
+                    "match": {"capabilities": ["orders.get"]},
+                    "rules": [{"when": "input.order_id > 3 &&", "effect": "deny"}],
+                }
+            ]
+        }
+        (policies / "broken.yaml").write_text(yaml.safe_dump(bad))
+        with caplog.at_level("ERROR", logger="capgate"):
+            await gw.reload(load_settings(tmp_path / "gateway.yaml", environ=environ))
+        refusals = [r for r in caplog.records if "reload refused" in r.getMessage()]
+        assert len(refusals) == 1, refusals
+        assert "broken.yaml" in refusals[0].getMessage()
+        assert "trying again" not in refusals[0].getMessage()
+        assert gw.holder.current.revision == revision  # the running snapshot stays
+        assert not any(t.get_name() == "reload-retry" and not t.done() for t in gw.tasks)
+    finally:
+        await gw.stop(0.2)

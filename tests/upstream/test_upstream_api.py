@@ -39,7 +39,7 @@ PUBLIC = {
         "real_oneofs",
         "resolve_method",
     ],
-    "errors": ["TranscodeError", "UpstreamConfigError"],
+    "errors": ["TranscodeError", "UpstreamConfigError", "UpstreamUnreachable"],
     "headers": ["FORWARDED_RULE", "MAX_FORWARDED_LENGTH", "Metadata", "forwarded_value_issues"],
     "schema": ["DRAFT", "derive_schema"],
     "state": [
