@@ -1,4 +1,5 @@
-"""`capgate config check FILE [--resolve-reflection]`, `capgate config schema` and
+"""`capgate config check FILE|--config FILE [--resolve-reflection] [-o table|json|yaml]`,
+`capgate config schema` and
 `capgate config openapi FILE --upstream NAME` (capabilities drafted from an OpenAPI 3 document,
 gateway/upstream/openapi.py) and `capgate config mcp-tools CONFIG --upstream NAME` (drafted from
 the tools a kind mcp upstream lists).
@@ -9,8 +10,10 @@ capability's upstream method (descriptor sets; server reflection only with
 `--resolve-reflection`, which connects to those upstreams), and the policy set, type-checked
 with `input` typed per capability. It prints `ok: N listeners, M capabilities, revision R`
 (exit 0) or every problem as `file:line: path: message` (policy files:
-`file:line:column: policy/rules[i]: message`; exit 1); warnings (e.g. SI-11 retries that cannot
-apply, capabilities whose methods were not resolved) go to stderr. `schema` prints the
+`file:line:column: policy/rules[i]: message`) and then their count, on stdout (exit 1); with
+`-o json|yaml`, one record (`ok`, the counts and revision, or `problems` and `count`);
+warnings (e.g. SI-11 retries that cannot apply, capabilities whose methods were not resolved)
+go to stderr. `schema` prints the
 published JSON Schema.
 """
 
@@ -28,6 +31,7 @@ from pathlib import Path
 import yaml
 
 from gateway.cli.args import Parser
+from gateway.cli.output import add_output, record
 from gateway.config.loader import load_settings
 from gateway.config.problems import ConfigError
 from gateway.config.schema import config_schema
@@ -50,7 +54,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Check a config as `capgate serve` loads it (policies included), "
         "without starting Redis or binding a port.",
     )
-    check.add_argument("file", help="config YAML file, or a directory of *.yaml files")
+    _config_file(check)
+    add_output(check)
     check.add_argument(
         "--resolve-reflection",
         action="store_true",
@@ -75,15 +80,28 @@ def _parser() -> argparse.ArgumentParser:
         "credentials), list its tools and print capabilities (YAML) for them, hidden "
         "(expose: {}) until reviewed; the tools' annotations only suggest side_effect.",
     )
-    tools.add_argument("file", help="config YAML file, or a directory of *.yaml files")
+    _config_file(tools)
     tools.add_argument("--upstream", required=True, help="the kind mcp upstream's name")
     tools.add_argument("--prefix", default="", help="capability id prefix (default: upstream)")
     return parser
 
 
+def _config_file(command: argparse.ArgumentParser) -> None:
+    """The config as the other commands take it (`--config FILE`) or as an argument."""
+    command.add_argument("file", nargs="?", help="config YAML file, or a directory of *.yaml files")
+    command.add_argument("--config", help="the same, as every other command takes it")
+
+
 def main(argv: Sequence[str]) -> int:
+    parser = _parser()
     try:
-        args = _parser().parse_args(list(argv))
+        args = parser.parse_args(list(argv))
+        if args.command in ("check", "mcp-tools"):
+            if args.file and args.config and args.file != args.config:
+                parser.error("give the config once: FILE or --config FILE")
+            args.file = args.file or args.config
+            if not args.file:
+                parser.error(f"{args.command} needs the config: FILE or --config FILE")
     except SystemExit as exc:  # argparse exits on usage errors and --help
         return int(exc.code or 0)
     if args.command == "schema":
@@ -93,7 +111,7 @@ def main(argv: Sequence[str]) -> int:
         return _openapi(args.file, upstream=args.upstream, prefix=args.prefix)
     if args.command == "mcp-tools":
         return asyncio.run(_mcp_tools(args.file, upstream=args.upstream, prefix=args.prefix))
-    return _check(args.file, resolve_reflection=args.resolve_reflection)
+    return _check(args.file, resolve_reflection=args.resolve_reflection, output=args.output)
 
 
 async def _load(file: str, *, resolve_reflection: bool) -> Loaded:
@@ -151,7 +169,11 @@ async def _mcp_tools(file: str, *, upstream: str, prefix: str) -> int:
     return 0
 
 
-def _check(file: str, *, resolve_reflection: bool) -> int:
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _check(file: str, *, resolve_reflection: bool, output: str = "table") -> int:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("warning: %(message)s"))
     logger = logging.getLogger("gateway.config")
@@ -159,9 +181,14 @@ def _check(file: str, *, resolve_reflection: bool) -> int:
     try:
         loaded = asyncio.run(_load(file, resolve_reflection=resolve_reflection))
     except ConfigError as exc:
+        # The problems and their count on one stream (stdout, the check's answer).
+        if output != "table":
+            problems = [str(problem) for problem in exc.problems]
+            record({"ok": False, "problems": problems, "count": len(problems)}, output, sys.stdout)
+            return 1
         for problem in exc.problems:
             print(problem)
-        print(f"{len(exc.problems)} problem(s)", file=sys.stderr)
+        print(_plural(len(exc.problems), "problem", "problems"))
         return 1
     finally:
         logger.removeHandler(handler)
@@ -172,8 +199,19 @@ def _check(file: str, *, resolve_reflection: bool) -> int:
             file=sys.stderr,
         )
     settings = loaded.settings
+    if output != "table":
+        found = {
+            "ok": True,
+            "listeners": len(settings.listeners),
+            "capabilities": len(settings.capabilities),
+            "revision": settings.revision,
+            "unresolved": list(loaded.unresolved),
+        }
+        record(found, output, sys.stdout)
+        return 0
     print(
-        f"ok: {len(settings.listeners)} listeners, {len(settings.capabilities)} capabilities, "
+        f"ok: {_plural(len(settings.listeners), 'listener', 'listeners')}, "
+        f"{_plural(len(settings.capabilities), 'capability', 'capabilities')}, "
         f"revision {settings.revision}"
     )
     return 0

@@ -84,7 +84,7 @@ async def test_check_and_serve_refuse_strict_audit_with_no_sink_at_its_line(
     )
     code, out, err = check
     assert code == 1, (out, err)
-    assert out.splitlines() == [f"{path}:{line}: {MESSAGE}"]
+    assert out.splitlines() == [f"{path}:{line}: {MESSAGE}", "1 problem"]
     code, _, err = serve
     assert code == 2, err  # refused at load: never started (None would mean it served)
     assert f"  {path}:{line}: {MESSAGE}" in err.splitlines()

@@ -5,10 +5,13 @@ whole; unknown commands are answered with the nearest ones; `capgate help CMD`."
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.cli.conftest import CAPGATE, QUICKSTART
 
@@ -94,3 +97,30 @@ def test_help_command() -> None:
     assert done.stdout.startswith("usage: capgate approvals approve")
     top = capgate("help")
     assert top.returncode == 0 and "capgate help <command>" in top.stdout
+
+
+def test_config_check_vocabulary(tmp_path: Path) -> None:
+    """`--config` as everywhere else, -o json|yaml, the count with the problems on stdout, and
+    counts in the singular when they are one."""
+    env = {**os.environ, "QUICKSTART_JWT_SECRET": "x" * 40}
+    run = lambda *a: subprocess.run(  # noqa: E731
+        [CAPGATE, *a], capture_output=True, text=True, check=False, env=env
+    )
+    config = str(QUICKSTART / "gateway.yaml")
+    ok = run("config", "check", "--config", config)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.startswith("ok: 2 listeners, 1 capability, revision ")
+    as_json = json.loads(run("config", "check", config, "-o", "json").stdout)
+    assert as_json["ok"] is True and as_json["capabilities"] == 1
+    broken = tmp_path / "gateway.yaml"
+    broken.write_text(
+        (QUICKSTART / "gateway.yaml").read_text().replace("risk: high", "risk: extreme")
+    )
+    (tmp_path / "policies").symlink_to(QUICKSTART / "policies")
+    bad = run("config", "check", "--config", str(broken))
+    assert bad.returncode == 1
+    *problems, count = bad.stdout.splitlines()
+    assert count == "1 problem" and problems[0].startswith(f"{broken}:"), bad.stdout
+    as_yaml = yaml.safe_load(run("config", "check", str(broken), "-o", "yaml").stdout)
+    assert as_yaml["ok"] is False and as_yaml["count"] == 1
+    assert run("config", "check").returncode == 2

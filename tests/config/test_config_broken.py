@@ -104,7 +104,8 @@ async def test_check_and_serve_refuse_with_the_same_problems(case: Path) -> None
     )
     code, out, err = check
     assert code == 1, (out, err)
-    reported = out.splitlines()
+    *reported, count = out.splitlines()  # the problems, then their count (same stream)
+    assert count == f"{len(reported)} problem{'' if len(reported) == 1 else 's'}", out
     assert _matches(reported, expected), f"config check said:\n{out}\nexpected:\n" + "\n".join(
         expected
     )
@@ -121,7 +122,7 @@ async def test_the_control_config_passes_the_check_and_serves(tmp_path: Path) ->
     valid = BROKEN / "00-valid.yaml"
     code, out, err = await _run(CAPGATE, "config", "check", str(valid), timeout_s=SERVE_TIMEOUT_S)
     assert code == 0, (out, err)
-    assert out.startswith("ok: 1 listeners, 2 capabilities, revision ")
+    assert out.startswith("ok: 1 listener, 2 capabilities, revision ")
     ready = tmp_path / "ready.json"
     proc = await asyncio.create_subprocess_exec(
         CAPGATE,
@@ -191,12 +192,14 @@ async def test_resolve_reflection_checks_methods_against_a_live_upstream(tmp_pat
         )
         code, out, err = check
         assert code == 1, (out, err)
-        assert out.splitlines() == [
+        *problems, count = out.splitlines()
+        assert problems == [
             f"{bad}:20: capabilities[0].method: upstream orders (capability orders.get): "
             "service orders.v1.Orders has no method GetOrdr",
         ], out
+        assert count == "1 problem"
         assert serve[0] == 2, serve
-        assert _serve_problems(serve[2]) == out.splitlines()
+        assert _serve_problems(serve[2]) == problems
         # The method fixed, the reflected GetOrderRequest types `input`: the typo is found.
         bad.write_text(bad.read_text().replace("GetOrdr", "GetOrder"))
         code, out, err = await _run(
