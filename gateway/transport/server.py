@@ -6,8 +6,10 @@ impossible (a test asserts UNIMPLEMENTED there)."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,12 +94,37 @@ def _bind(server: grpc.aio.Server, listener: Listener) -> int:
         if path.exists():
             path.unlink()
         address = f"unix:{path}"
-    port = (
-        server.add_secure_port(address, creds)
-        if creds is not None
-        else server.add_insecure_port(address)
-    )
+    try:
+        port = (
+            server.add_secure_port(address, creds)
+            if creds is not None
+            else server.add_insecure_port(address)
+        )
+    except RuntimeError:
+        # grpcio says only "Failed to bind": the listener, its address and the OS's reason
+        # instead, a start refused like a config error (exit 2, no traceback).
+        raise ValueError(
+            f"listener {listener.name!r} cannot listen on {listener.address}: "
+            f"{bind_failure(listener.address)}"
+        ) from None
     return int(port)
+
+
+def bind_failure(address: str) -> str:
+    """Why `address` (host:port) cannot be bound, as the OS says when asked once more."""
+    host, _, port = address.rpartition(":")
+    bare = host.strip("[]")
+    try:
+        family = socket.AF_INET6 if ":" in bare else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((bare, int(port)))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            return f"{exc.strerror} (another process may be listening there)"
+        return exc.strerror or str(exc)
+    except ValueError:
+        pass  # not host:port (a unix socket path): grpcio's word is all there is
+    return "the address could not be bound"
 
 
 def build_listener(

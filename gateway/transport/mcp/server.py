@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import socket
 import ssl
@@ -49,7 +50,12 @@ def _bind(address: str) -> socket.socket:
     host, port = split_address(address)
     bare = host.strip("[]")
     family = socket.AF_INET6 if ":" in bare else socket.AF_INET
-    sock = socket.create_server((bare, port), family=family)
+    try:
+        sock = socket.create_server((bare, port), family=family)
+    except OSError as exc:
+        # A start refused like a config error (exit 2, no traceback), naming the address.
+        busy = " (another process may be listening there)" if exc.errno == errno.EADDRINUSE else ""
+        raise ValueError(f"cannot listen on {address}: {exc.strerror or exc}{busy}") from None
     sock.setblocking(False)
     return sock
 
@@ -196,7 +202,10 @@ async def start_mcp_listener(
         config.load()
     server = uvicorn.Server(config)
     server.lifespan = config.lifespan_class(config)
-    sock = _bind(listener.address)
+    try:
+        sock = _bind(listener.address)
+    except ValueError as exc:
+        raise ValueError(f"listener {listener.name!r} {exc}") from None
     await server.startup(sockets=[sock])
     item = McpListener(listener, server, sock, sock.getsockname()[1], app=app)
     item.main = asyncio.create_task(server.main_loop(), name=f"mcp-{listener.name}")
