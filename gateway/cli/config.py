@@ -1,4 +1,4 @@
-"""`capgate config check FILE|--config FILE [--resolve-reflection] [-o table|json|yaml]`,
+"""`capgate config check FILE|--config FILE [--resolve-reflection] [--connect] [-o FORMAT]`,
 `capgate config schema` and
 `capgate config openapi FILE --upstream NAME` (capabilities drafted from an OpenAPI 3 document,
 gateway/upstream/openapi.py) and `capgate config mcp-tools CONFIG --upstream NAME` (drafted from
@@ -12,6 +12,8 @@ with `input` typed per capability. It prints `ok: N listeners, M capabilities, r
 (exit 0) or every problem as `file:line: path: message` (policy files:
 `file:line:column: policy/rules[i]: message`) and then their count, on stdout (exit 1); with
 `-o json|yaml`, one record (`ok`, the counts and revision, or `problems` and `count`);
+with `--connect`, a valid config's Redis (a PING) and upstreams (a TCP connection) are asked
+once, each that does not answer printed as `unreachable: ...` (exit 3);
 warnings (e.g. SI-11 retries that cannot apply, capabilities whose methods were not resolved)
 go to stderr. `schema` prints the
 published JSON Schema.
@@ -37,12 +39,15 @@ from gateway.config.problems import ConfigError
 from gateway.config.schema import config_schema
 from gateway.errors import CapabilityError
 from gateway.process.load import Loaded, load_everything
+from gateway.process.reach import unreached
 from gateway.upstream.channels import ChannelPool
 from gateway.upstream.httpclient import HttpClients
 from gateway.upstream.mcpcall import draft_tool_capabilities
 from gateway.upstream.mcpclient import McpClient, McpProtocolError
 from gateway.upstream.openapi import draft_capabilities
 from gateway.upstream.targets import LOAD_TIMEOUT_S
+
+UNREACHABLE = 3  # `check --connect`: the config is valid, something it names does not answer
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -56,6 +61,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     _config_file(check)
     add_output(check)
+    check.add_argument(
+        "--connect",
+        action="store_true",
+        help="also connect once to the configured Redis (redis.url, redis.limits_url: a PING) "
+        "and to every upstream's address (a TCP connection); exit 3 when any does not answer",
+    )
     check.add_argument(
         "--resolve-reflection",
         action="store_true",
@@ -111,7 +122,12 @@ def main(argv: Sequence[str]) -> int:
         return _openapi(args.file, upstream=args.upstream, prefix=args.prefix)
     if args.command == "mcp-tools":
         return asyncio.run(_mcp_tools(args.file, upstream=args.upstream, prefix=args.prefix))
-    return _check(args.file, resolve_reflection=args.resolve_reflection, output=args.output)
+    return _check(
+        args.file,
+        resolve_reflection=args.resolve_reflection,
+        output=args.output,
+        connect=args.connect,
+    )
 
 
 async def _load(file: str, *, resolve_reflection: bool) -> Loaded:
@@ -173,7 +189,9 @@ def _plural(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-def _check(file: str, *, resolve_reflection: bool, output: str = "table") -> int:
+def _check(
+    file: str, *, resolve_reflection: bool, output: str = "table", connect: bool = False
+) -> int:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("warning: %(message)s"))
     logger = logging.getLogger("gateway.config")
@@ -199,19 +217,28 @@ def _check(file: str, *, resolve_reflection: bool, output: str = "table") -> int
             file=sys.stderr,
         )
     settings = loaded.settings
+    # What it reaches is asked only once the config is valid: a config problem comes first.
+    missing = [str(x) for x in asyncio.run(unreached(settings))] if connect else []
+    status = UNREACHABLE if missing else 0
     if output != "table":
-        found = {
+        found: dict[str, object] = {
             "ok": True,
             "listeners": len(settings.listeners),
             "capabilities": len(settings.capabilities),
             "revision": settings.revision,
             "unresolved": list(loaded.unresolved),
         }
+        if connect:
+            found["unreachable"] = missing
         record(found, output, sys.stdout)
-        return 0
+        return status
     print(
         f"ok: {_plural(len(settings.listeners), 'listener', 'listeners')}, "
         f"{_plural(len(settings.capabilities), 'capability', 'capabilities')}, "
         f"revision {settings.revision}"
     )
-    return 0
+    for line in missing:
+        print(f"unreachable: {line}")
+    if connect:
+        print(f"{len(missing)} unreachable")
+    return status

@@ -29,6 +29,7 @@ from gateway.pipeline.runner import SETTLE_S
 from gateway.pipeline.snapshot import Snapshot, SnapshotError, SnapshotHolder, build_snapshot
 from gateway.process import workers
 from gateway.process.load import Loaded, load_everything, located
+from gateway.process.reach import redis_features, redis_unreached
 from gateway.process.tasks import cancel_all
 from gateway.process.telemetry import Telemetry, start_telemetry
 from gateway.state.approvals.store import RedisApprovalStore
@@ -302,6 +303,7 @@ async def start(
     pool = pool if pool is not None else ChannelPool()
     snapshot = await _first_snapshot(settings, loaded, pool)
     redis, process = _start_redis(settings)
+    await _say_if_redis_unreached(settings, redis)
     # Approval notifications ride the audit drain: never on the request path (issue 10).
     notifier = WebhookNotifier(settings.notify) if settings.notify.webhooks else None
     audit = _start_audit(settings, redis, extra_sinks, notifier)
@@ -359,6 +361,23 @@ def _start_redis(settings: Settings) -> tuple[Any, RedisProcess | None]:
         process = RedisProcess(data).start()
         redis_settings = replace(redis_settings, url=process.url)
     return connect(redis_settings), process
+
+
+async def _say_if_redis_unreached(settings: Settings, redis: Any) -> None:
+    """A configured redis.url that does not answer does not stop the start (it may come up
+    later; the health service's redis entry says NOT_SERVING until it does), but it is said
+    now, once: what cannot reach what, and what of this config fails or waits meanwhile."""
+    url = settings.redis.url
+    if redis is None or url is None:
+        return
+    unreached = await redis_unreached(url, redis)
+    if unreached is not None:
+        affected = ", ".join(redis_features(settings)) or "nothing of this config"
+        log.warning(
+            "capgate cannot reach Redis: %s. Until it answers, these fail or wait: %s",
+            unreached,
+            affected,
+        )
 
 
 def _start_audit(
