@@ -200,3 +200,14 @@ async def test_a_repeat_racing_its_first_call_is_not_rate_limited(env: Env) -> N
     assert _kind(first) == "completed", first
     answer = await pipeline.run(repeat, env.gw.runtime, pipeline.INVOKE[_READ:])
     assert answer == first  # not RATE_LIMITED for the call that ran
+
+
+async def test_a_policy_that_fails_since_does_not_stop_a_replay(env: Env) -> None:
+    value = {"order_id": "o-1001", "amount": 7.25}  # no reason: the policy's read fails
+    first = await env.invoke("orders.refund", value, idempotency_key="k-fails")
+    assert _kind(first) == "completed", first
+    env.gw.runtime.wall.advance(80 * 365 * 86400)  # type: ignore[attr-defined]  # past 2100
+    fresh = await env.invoke("orders.refund", value)
+    assert fresh.failed.code == types_pb2.ERROR_CODE_POLICY_FAILED, fresh  # a new call fails
+    again = await env.invoke("orders.refund", value, idempotency_key="k-fails")
+    assert again == first  # the call that ran: its recording, not "failed, nothing ran"

@@ -98,21 +98,19 @@ async def journal_first(call: Call, rt: Runtime) -> Replayed | None:
 
 def _conceal(call: Call, rt: Runtime) -> None:
     """Before the journal answers anything about a key (SI-8, ADR 0034): the invocation
-    policies that read the input but not `hooks` decide concealment, as they do before a
-    hook is called. A capability hidden from this actor and input answers as a missing one,
-    whatever the journal holds; a policy that fails answers as stage 7 would. A deny does not
-    stop a replay: nothing runs. Costs an evaluation only when the key is taken."""
+    policies that do not read `hooks` decide concealment, as they do before a hook is called.
+    When they combine to hide (as stage 7 combines them), the capability answers as a missing
+    one, whatever the journal holds. A deny, or a policy that fails, does not stop a replay:
+    stage 7 would show the capability exists too, and nothing runs. Costs an evaluation only
+    when the key is taken."""
     prepared = call.prepared
     assert prepared is not None
     if prepared.policy_phases is not None and Phase.INVOCATION not in prepared.policy_phases:
         return
     ev = evaluate(call, rt, View.INVOCATION, without_hooks=True)
-    if any(s.effect is Decision.HIDE and s.enforced for s in ev.stances):
+    if ev.decision is Decision.HIDE:
         call.evaluation = ev
         raise not_found("hidden")
-    if ev.failed:
-        call.evaluation = ev
-        raise CapabilityError(Code.POLICY_FAILED, reason="policy-error")
 
 
 async def attach_controls(call: Call, rt: Runtime) -> Replayed | None:
