@@ -50,6 +50,7 @@ SESSIONLESS: Final = frozenset({"initialize", "server/discover"})
 # compares them); any other method is METHOD_NOT_FOUND. `initialize` and `ping` only in the
 # handshake era. The one notification it acts on: CANCELLED (handshake era; every other
 # notification is accepted and changes nothing).
+_TOOL_LISTS_KEPT: Final = 256
 METHODS: Final = ("initialize", "ping", "server/discover", "tools/list", "tools/call")
 CANCELLED: Final = "notifications/cancelled"
 _HANDSHAKE_ONLY: Final = frozenset({"initialize", "ping"})
@@ -112,6 +113,8 @@ class McpHandler:
         self._sessions = sessions
         self._status_tool = self._settings.approval_tool and runtime.approvals is not None
         self._catalog: Catalog | None = None
+        # Tool lists by the Describe answer they were built from (see `_list`).
+        self._tools: dict[int, tuple[Any, list[dict[str, Any]]]] = {}
         self._states = mrtr.StateCodec(state_key or mrtr.derive_key(""))
 
     async def handle(
@@ -227,14 +230,23 @@ class McpHandler:
         described = discovery.describe(
             snapshot, self._rt, surface=self._surface, actor=actor, ids=[]
         )
-        listed = [
-            tools.tool(catalog.static[d.id], d)
-            for d in described.capabilities
-            if d.id in catalog.static
-        ]
+        # Describe answers from its per-snapshot cache (the same response object for actors
+        # its policies cannot tell apart): the tools built from one answer are reused with it.
+        found = self._tools.get(id(described))
+        if found is not None and found[0] is described:
+            listed = found[1]
+        else:
+            listed = [
+                tools.tool(catalog.static[d.id], d)
+                for d in described.capabilities
+                if d.id in catalog.static
+            ]
+            if len(self._tools) >= _TOOL_LISTS_KEPT:
+                self._tools.clear()
+            self._tools[id(described)] = (described, listed)  # holds it: the id stays its own
         if self._status_tool:
-            listed.append(tools.APPROVAL_STATUS_TOOL)
-        return {"tools": listed}
+            return {"tools": [*listed, tools.APPROVAL_STATUS_TOOL]}
+        return {"tools": list(listed)}
 
     async def _call(
         self, params: dict[str, Any], actor: Actor, traceparent: str, stateless: bool = False
