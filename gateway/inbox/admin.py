@@ -73,6 +73,12 @@ def open_channel(conn: AdminConnection) -> grpc.aio.Channel:
     return grpc.aio.secure_channel(conn.address, credentials, options=options)
 
 
+# A decision for this id finds no approval: an allow-listed inbox is told NOT_FOUND, any other
+# identity FORBIDDEN for its on_behalf_of (ApprovalAdmin checks the allow-list first).
+PROBE_APPROVAL_ID = "inbox-allow-list-probe"
+_PROBE_HUMAN = Actor(id="capgate-inbox-probe", kind="user", issuer="capgate-inbox-probe")
+
+
 def human_to_proto(actor: Actor) -> types_pb2.Actor:
     return types_pb2.Actor(id=actor.id, issuer=actor.issuer, kind=actor.kind, roles=actor.roles)
 
@@ -120,6 +126,22 @@ class AdminClient:
             request, metadata=self._metadata(), timeout=self._conn.timeout_s
         )
         return reply  # type: ignore[no-any-return]
+
+    def identity(self) -> str:
+        """How this inbox is known to the admin listener, for the operator's eyes."""
+        token = self._conn.token
+        if token is not None:
+            return f"{{issuer: {token.issuer}, id: {token.subject}}}"
+        return "the identity of its client certificate"
+
+    async def acts_for_humans(self) -> bool:
+        """Whether the admin listener takes `on_behalf_of` from this inbox's identity (its
+        allow-list), asked with a decision for an approval that does not exist: nothing is
+        decided either way. Raises `grpc.aio.AioRpcError` when the gateway cannot be asked."""
+        reply = await self.decide(
+            PROBE_APPROVAL_ID, approve=False, note="", input_hash="", human=_PROBE_HUMAN
+        )
+        return not (reply.HasField("error") and reply.error.code == types_pb2.ERROR_CODE_FORBIDDEN)
 
     def watch(self, after_event_id: str = "") -> Any:
         """The WatchApprovals call, started now (events after this moment, or after the id);

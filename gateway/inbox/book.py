@@ -74,6 +74,9 @@ class ApprovalBook:
         self.version = 0
         self.live = False  # the watch stream is connected
         self.synced_at: float | None = None
+        # Whether the admin listener allow-lists this inbox (on_behalf_of); None until the
+        # first contact answered it.
+        self.acts_for_humans: bool | None = None
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -182,6 +185,8 @@ class ApprovalBook:
                 call = self._client.watch(after)  # started before listing: nothing falls between
                 try:
                     await self.sync()
+                    if self.acts_for_humans is None:
+                        await self._check_allow_list()
                     self.live, backoff = True, 0.5
                     async for event in call:
                         after = event.event_id
@@ -199,6 +204,22 @@ class ApprovalBook:
                 backoff = min(backoff * 2, 10.0)
         finally:
             relist.cancel()
+
+    async def _check_allow_list(self) -> None:
+        """At the first contact, once: an admin listener that does not allow-list this inbox
+        in its `on_behalf_of` shows it only what the inbox identity itself may decide (most
+        often nothing) and refuses every decision made here. The inbox config does not say
+        what the gateway's does, so this is found here, not at start, and said loudly."""
+        self.acts_for_humans = await self._client.acts_for_humans()
+        if not self.acts_for_humans:
+            log.error(
+                "inbox: the gateway's admin listener does not allow-list this inbox "
+                "(%s) in its on_behalf_of: approvers will see only what that identity may "
+                "decide itself (most often nothing: 'Nothing is waiting for you') and every "
+                "decision made here is refused (FORBIDDEN). Add it to that listener's "
+                "on_behalf_of (docs/inbox.md; a listener change takes a gateway restart)",
+                self._client.identity(),
+            )
 
     async def _relist_loop(self) -> None:
         while True:
