@@ -24,6 +24,7 @@ import uvloop
 from bench import fixtures
 from gateway.audit.sinks import RedisStreamSink
 from gateway.config.loader import load_settings
+from gateway.pipeline.bindings import View, activation
 from gateway.pipeline.call import Call, Runtime
 from gateway.pipeline.envelope import completed
 from gateway.pipeline.events import build
@@ -124,6 +125,12 @@ async def measure() -> dict[str, float]:
 
         return once
 
+    bound = call()
+
+    def activation_built() -> object:
+        bound.bound.clear()  # as a stage found it before issue 26: built for itself
+        return activation(bound, rt, View.INVOCATION)
+
     signer = ActorTokenSigner(ActorTokenSettings())
     results = {
         "jwt authenticate (cached token)": per_call_us(
@@ -141,6 +148,15 @@ async def measure() -> dict[str, float]:
             policies(p0, Phase.INVOCATION)
         ),
         "execution policies, none apply": per_call_us(policies(p3, Phase.EXECUTION)),
+        # What each stage that evaluates CEL (hooks' and the journal's checks, stage 7, limits;
+        # cache scope and map_input build the variables only) paid before the activation was
+        # kept on the call, and what it pays now that it reuses it (gateway/pipeline/bindings.py).
+        "call's CEL activation, built (request + variables + activation)": per_call_us(
+            activation_built
+        ),
+        "call's CEL activation, reused": per_call_us(
+            lambda: activation(bound, rt, View.INVOCATION)
+        ),
         "actor token, reused (same actor, upstream, surface)": per_call_us(
             lambda: signer.sign(actor, upstream="bench", surface="agent")
         ),
