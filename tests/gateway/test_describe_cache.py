@@ -161,3 +161,34 @@ async def test_an_attribute_a_discovery_policy_reads_separates_entries(
         assert ("orders.refund" in ids_b) == (second == "acme")
         tools = await _tools(gw, "alice", {"tenant": second})
         assert any(t["name"] == "orders_refund" for t in tools) == (second == "acme")
+
+
+TIME_POLICY = """
+policies:
+  - name: refunds-until-2030
+    phases: [discovery]
+    match: {capabilities: [orders.refund]}
+    rules:
+      - when: "request.now > timestamp('2030-01-01T00:00:00Z')"
+        effect: hide
+"""
+
+
+async def test_a_discovery_policy_reading_the_time_is_never_answered_from_the_cache(
+    served: tuple[Gateway, Path, dict[str, str]],
+) -> None:
+    gw, path, environ = served
+    (path.parent / "policies" / "time.yaml").write_text(TIME_POLICY)
+    await gw.reload(load_settings(path, environ=environ))
+    saved = gw.runtime.wall
+    try:
+        seen = []
+        for wall in (1_800_000_000.0, 1_900_000_000.0, 1_800_000_000.0):  # 2027, 2030, 2027
+            gw.runtime.wall = lambda wall=wall: wall
+            answer = gateway_pb2.DescribeResponse.FromString(
+                await _describe(gw, "alice", {"tenant": "acme"})
+            )
+            seen.append(any(d.id == "orders.refund" for d in answer.capabilities))
+        assert seen == [True, False, True]
+    finally:
+        gw.runtime.wall = saved
