@@ -295,7 +295,8 @@ async def start(
     problem reported, before Redis starts or a port is bound); without it the snapshot is
     built here.
 
-    The steps, in order, each a function below: the first snapshot, Redis, the audit log,
+    The steps, in order, each a function below: the first snapshot, Redis (said at once
+    when it does not answer), the audit log,
     the runtime and its Redis stores, the listeners (gRPC, then MCP), the background tasks,
     ready."""
     if loaded is not None and pool is None:
