@@ -254,7 +254,7 @@ async def test_capgate_cache_purge_deletes_through_the_admin_listener(
     argv = ["cache", "purge", "orders.get", "--admin", admin, "--insecure", "--token", bearer]
     assert await asyncio.to_thread(cli.main, argv) == 0
     out, _ = capsys.readouterr()
-    assert out == "purged 1 entries of orders.get\n"
+    assert out == "purged 1 entry of orders.get\n"
     await invoke(env, "orders.get", order)
     assert await env.upstream_calls(GET) == 2
     # No credentials: the admin listener refuses; the token is never printed.
