@@ -71,6 +71,8 @@ async def _first_line(argv: list[str], environ: dict[str, str]) -> str:
     try:
         assert proc.stdout is not None
         line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        if line.startswith(b"EVENT "):  # the table's column headers (approvals watch)
+            line = await asyncio.wait_for(proc.stdout.readline(), 30)
         if not line:  # it ended: show why
             assert proc.stderr is not None
             raise AssertionError((await proc.stderr.read()).decode(errors="replace"))

@@ -56,6 +56,7 @@ async def test_a_flood_of_undecodable_messages_logs_a_bounded_number_of_short_li
         "gateway.cli.main",
         "serve",
         *("--config", str(HERE / "gateway.yaml"), "--ready-file", str(ready), "--no-watch"),
+        *("--workers", "1"),  # one process's log: what it writes per undecodable message
         cwd=ROOT,
         env=env,
         stdout=asyncio.subprocess.DEVNULL,
