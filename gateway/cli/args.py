@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import logging
 import os
 import re
 import sys
@@ -123,3 +124,10 @@ def run_entry(entry: Callable[[], int]) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 141
     return code
+
+
+def log_to_stderr(level: str) -> None:
+    """The log format of the long-running commands (`serve`, `inbox`): one line a record."""
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )

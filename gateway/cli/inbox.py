@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from gateway.cli.args import Parser
+from gateway.cli.args import Parser, log_to_stderr
 from gateway.config.problems import ConfigError
 from gateway.inbox.config import load_inbox_settings
 from gateway.inbox.server import start_inbox
@@ -66,11 +66,7 @@ async def _serve(settings: InboxSettings, ready_file: str | None) -> int:
 
 def main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
-    logging.basicConfig(
-        level=args.log_level,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+    log_to_stderr(args.log_level)
     try:
         settings = load_inbox_settings(
             args.config, admin_address=args.admin, listen=args.listen, base_url=args.base_url

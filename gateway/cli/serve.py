@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
-import sys
 from collections.abc import Sequence
 
-from gateway.cli.args import Parser
+from gateway.cli.args import Parser, log_to_stderr
 from gateway.config.watch import SETTLE_S
 from gateway.process import workers
 from gateway.process.serve import serve
@@ -52,11 +50,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
-    logging.basicConfig(
-        level=args.log_level,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+    log_to_stderr(args.log_level)
     if args.worker_index is None:
         args.workers = workers.resolve(args.workers, args.config)
         if args.workers != 1:

@@ -26,6 +26,7 @@ from gateway.pipeline.call import Call, Runtime
 from gateway.pipeline.envelope import error_proto
 from gateway.pipeline.snapshot import Snapshot
 from gateway.pipeline.stages.actor import check_actor
+from gateway.pipeline.stages.approval import gate_refusals
 from gateway.pipeline.stages.exposure import check_exposure
 from gateway.pipeline.stages.hooks import merge_hook_asks, run_pre_hooks
 from gateway.pipeline.stages.limits import peek_limits
@@ -37,7 +38,6 @@ from gateway.pipeline.stages.policies import (
 )
 from gateway.pipeline.stages.resolve import resolve_capability
 from gateway.pipeline.stages.validate import validate_input
-from gateway.values.canonical import input_hash
 from policy import Decision, EvalRequest, Phase, Stance
 
 _DECISIONS = {
@@ -291,19 +291,8 @@ async def _approval_refusals(call: Call, rt: Runtime) -> None:
     actor, an input without a canonical form. Nothing is stored and no inline approver is
     asked: its decision is the approval the answer says is required."""
     assert call.prepared is not None and call.actor is not None
-    if not _needs_approval(call):
-        return
-    if rt.approvals is None and call.prepared.inline_approver is None:
-        raise CapabilityError(
-            Code.APPROVAL_UNAVAILABLE, retryable=False, reason="no approval store"
-        )
-    if call.actor.anonymous:
-        raise CapabilityError(
-            Code.UNAUTHENTICATED,
-            message="Approval-gated calls need an authenticated actor.",
-            reason="anonymous approval request",
-        )
-    input_hash(call.input)  # APPROVAL_UNSERIALIZABLE_INPUT when it has no canonical form
+    if _needs_approval(call):
+        gate_refusals(call, rt)
 
 
 async def _execution_policies(call: Call, rt: Runtime) -> None:

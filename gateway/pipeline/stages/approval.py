@@ -48,16 +48,13 @@ def _requirement(call: Call) -> tuple[tuple[str, ...], tuple[str, ...], float, s
     return tuple(reasons), tuple(sorted(roles)), expires, message or _APPROVAL_MESSAGE
 
 
-async def approval_gate(call: Call, rt: Runtime) -> Suspended | Replayed | None:
+def gate_refusals(call: Call, rt: Runtime) -> str:
+    """Stage 8's refusals of a call that would request an approval, in order: no approval
+    store and no inline approver, an anonymous actor (DESIGN §12), an input without a canonical
+    form (APPROVAL_UNSERIALIZABLE_INPUT). Returns the input's approval hash. `Check` runs the
+    same refusals (ADR 0035), so the two cannot drift apart."""
     assert call.prepared is not None and call.actor is not None
-    if call.approval is not None:
-        return None  # Resume: the approval was consumed in consume_approval
-    capability = call.prepared.capability
-    if call.requirement is None and not capability.approval.required:
-        return None
-    store = rt.approvals
-    inline = call.prepared.inline_approver
-    if store is None and inline is None:
+    if rt.approvals is None and call.prepared.inline_approver is None:
         raise CapabilityError(
             Code.APPROVAL_UNAVAILABLE, retryable=False, reason="no approval store"
         )
@@ -67,7 +64,19 @@ async def approval_gate(call: Call, rt: Runtime) -> Suspended | Replayed | None:
             message="Approval-gated calls need an authenticated actor.",
             reason="anonymous approval request",
         )
-    digest = input_hash(call.input)  # APPROVAL_UNSERIALIZABLE_INPUT when it has no canonical form
+    return input_hash(call.input)
+
+
+async def approval_gate(call: Call, rt: Runtime) -> Suspended | Replayed | None:
+    assert call.prepared is not None and call.actor is not None
+    if call.approval is not None:
+        return None  # Resume: the approval was consumed in consume_approval
+    capability = call.prepared.capability
+    if call.requirement is None and not capability.approval.required:
+        return None
+    store = rt.approvals
+    inline = call.prepared.inline_approver
+    digest = gate_refusals(call, rt)
     reasons, roles, expires_in, message = _requirement(call)
     now = rt.wall()
     record = ApprovalRecord(
