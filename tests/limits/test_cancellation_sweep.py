@@ -25,12 +25,12 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from capgate.v1 import gateway_pb2, types_pb2
+from capgate.v1 import types_pb2
 from gateway.model import Actor
 from gateway.pipeline import runner as pipeline
 from gateway.pipeline.call import Call
-from tests.cancelpoints import REPEAT, run_cancelled, suspension
-from tests.gateway.harness import Env, terminal_events
+from tests.cancelpoints import REPEAT, check_trail_and_journal, run_cancelled, suspension
+from tests.gateway.harness import Env
 from tests.gateway.test_approval_flow import decide
 from tests.limits.conftest import PREFIX
 from tests.limits.test_limits_flow import refund
@@ -131,11 +131,6 @@ async def _spent(redis: aioredis.Redis, limit: str) -> float:
     return total
 
 
-async def _reached(env: Env, execution_id: str) -> int:
-    stats = await env.stats()
-    return sum(1 for r in stats.log if r.execution_id == execution_id)
-
-
 async def _pending_of(env: Env, redis: aioredis.Redis, execution_id: str) -> list[str]:
     """Approval records this execution requested that are still pending."""
     out = []
@@ -150,35 +145,9 @@ async def _pending_of(env: Env, redis: aioredis.Redis, execution_id: str) -> lis
 
 async def _check(env: Env, redis: aioredis.Redis, flow: Flow, call: Call, k: int | None) -> None:
     where = f"{flow.name} cancelled at suspension {k}"
-    eid = call.execution_id
-    assert eid, where
-    events = [e for e in env.audit.events if e.get("execution_id") == eid]
-    requested = [e for e in events if e["event"] == "capability.requested"]
-    ends = terminal_events(events)
-    assert len(requested) == 1, (where, [e["event"] for e in events])
-    assert len(ends) == 1, (where, [e["event"] for e in events])
-    end = ends[0]
-    reached = await _reached(env, eid)
-    ran = call.state != NOT_STARTED
-    assert reached <= 1, where
-    assert ran or reached == 0, (where, "NOT_STARTED but the upstream counted it")
-    if end["event"] == "capability.completed" and not end.get("replayed"):
-        assert reached == 1, where
-    # The journal holds what the upstream did.
-    if call.idempotency_key:
-        scope = (ALICE.issuer, ALICE.id, "agent", call.capability_id, call.idempotency_key)
-        journal = await redis.hgetall(env.gw.runtime.idempotency.key(scope))
-        state = journal.get(b"state")
-        assert state != b"running", (where, "a key left running")
-        if state is None:
-            assert not ran, (where, "the key is free although the call was sent")
-        else:
-            stored = gateway_pb2.ExecutionResult.FromString(journal[b"envelope"])
-            assert stored.execution_id == eid, where
-            if end["event"] == "capability.completed":
-                assert stored.WhichOneof("outcome") == "completed", (where, stored)
-            if not ran:
-                assert end.get("replayed") or stored.WhichOneof("outcome") != "completed", where
+    # One terminal event, the envelope's truth, the journal (tests/cancelpoints.py).
+    end = await check_trail_and_journal(env, call, where)
+    eid, ran = call.execution_id, call.state != NOT_STARTED
     # An approval is consumed iff an attempt went out; a pending one only if it was announced.
     if call.approval_id and flow.stages is pipeline.RESUME:
         record = await env.gw.runtime.approvals.get(call.approval_id)
