@@ -214,8 +214,6 @@ async def _run(
                 )
                 return await asyncio.shield(call.finishing)
     except CapabilityError as err:
-        if call.result is not None:  # pragma: no cover - _finish answers its own failures
-            return settled(call.result)
         _observe(call, span, err.spec.kind.value, err.code.value, started)
         return await _failed(call, rt, err)
     except asyncio.CancelledError:
@@ -504,7 +502,9 @@ async def _give_back_unrun(call: Call, rt: Runtime, *, release_approval: bool = 
     if call.limit_spent:
         await _guarded("limits", call, give_back_limits(call, rt))
     if release_approval:
-        await _release_unrun(call, rt)
+        # A replayed Resume that consumed its approval (it lost the key to a concurrent
+        # execution after consuming) ran nothing: the approval goes back to `approved`.
+        await _give_back_approval(call, rt, None)
 
 
 def _duration(call: Call, rt: Runtime) -> float:
@@ -682,12 +682,6 @@ def _emit_failure(
     if not recording.cancelled() and recording.exception() is None and recording.result():
         fields["approval_released"] = True
     rt.audit.emit(build(err.spec.event, call, rt.wall(), **fields))
-
-
-async def _release_unrun(call: Call, rt: Runtime) -> None:
-    """A replayed Resume that consumed its approval (it lost the key to a concurrent execution
-    after consuming) ran nothing: the approval goes back to `approved` (ADR 0034)."""
-    await _give_back_approval(call, rt, None)
 
 
 async def _give_back_approval(call: Call, rt: Runtime, err: CapabilityError | None) -> bool:

@@ -102,8 +102,8 @@ async def approval_gate(call: Call, rt: Runtime) -> Suspended | Replayed | None:
         request_hash=call.request_hash,  # and a repeat of the Invoke matches by either hash
     )
     # A keyed repeat racing its own first call asks nobody, inline or not: the journal answers
-    # (ADR 0034).
-    replay = await journal_first(call, rt)
+    # (ADR 0034). A budget that deferred to this gate read the key a moment ago already.
+    replay = None if call.limits_deferred else await journal_first(call, rt)
     if replay is not None:
         return replay
     if inline is not None:
