@@ -77,7 +77,9 @@ def _supervisor(config: Path, ready: Path) -> subprocess.Popen[bytes]:
 def _wait_ready(proc: subprocess.Popen[bytes], ready: Path) -> dict:
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
-        assert proc.poll() is None, "supervisor exited early"
+        if proc.poll() is not None:  # say why: its stderr (ports taken, a refused config)
+            why = proc.stderr.read().decode(errors="replace")[-2000:] if proc.stderr else ""
+            raise AssertionError(f"supervisor exited early ({proc.returncode}): {why}")
         if ready.exists():
             try:
                 return json.loads(ready.read_text())
