@@ -24,9 +24,10 @@ _sym_db = _symbol_database.Default()
 
 from capgate.v1 import gateway_pb2 as capgate_dot_v1_dot_gateway__pb2
 from capgate.v1 import types_pb2 as capgate_dot_v1_dot_types__pb2
+from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x63\x61pgate/v1/admin.proto\x12\ncapgate.v1\x1a\x18\x63\x61pgate/v1/gateway.proto\x1a\x16\x63\x61pgate/v1/types.proto\"\x98\x01\n\x14ListApprovalsRequest\x12,\n\x08statuses\x18\x01 \x03(\x0e\x32\x1a.capgate.v1.ApprovalStatus\x12\x15\n\rcapability_id\x18\x02 \x01(\t\x12\x14\n\x0crequester_id\x18\x03 \x01(\t\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"\x85\x01\n\x15ListApprovalsResponse\x12\'\n\tapprovals\x18\x01 \x03(\x0b\x32\x14.capgate.v1.Approval\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12*\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x1b.capgate.v1.CapabilityError\"\x9d\x01\n\x15\x44\x65\x63ideApprovalRequest\x12\x13\n\x0b\x61pproval_id\x18\x01 \x01(\t\x12$\n\x07verdict\x18\x02 \x01(\x0e\x32\x13.capgate.v1.Verdict\x12\x0c\n\x04note\x18\x03 \x01(\t\x12\x12\n\ninput_hash\x18\x04 \x01(\t\x12\'\n\x0con_behalf_of\x18\x05 \x01(\x0b\x32\x11.capgate.v1.Actor\"l\n\x16\x44\x65\x63ideApprovalResponse\x12&\n\x08\x61pproval\x18\x01 \x01(\x0b\x32\x14.capgate.v1.Approval\x12*\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x1b.capgate.v1.CapabilityError\"/\n\x15WatchApprovalsRequest\x12\x16\n\x0e\x61\x66ter_event_id\x18\x01 \x01(\t\"W\n\rApprovalEvent\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12&\n\x08\x61pproval\x18\x03 \x01(\x0b\x32\x14.capgate.v1.Approval\"}\n\x0e\x45xplainRequest\x12\x15\n\rcapability_id\x18\x01 \x01(\t\x12\x12\n\ninput_json\x18\x02 \x01(\x0c\x12\x0f\n\x07surface\x18\x03 \x01(\t\x12 \n\x05\x61\x63tor\x18\x04 \x01(\x0b\x32\x11.capgate.v1.Actor\x12\r\n\x05phase\x18\x05 \x01(\t\"*\n\x11PurgeCacheRequest\x12\x15\n\rcapability_id\x18\x01 \x01(\t\"%\n\x12PurgeCacheResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x03*K\n\x07Verdict\x12\x17\n\x13VERDICT_UNSPECIFIED\x10\x00\x12\x13\n\x0fVERDICT_APPROVE\x10\x01\x12\x12\n\x0eVERDICT_REJECT\x10\x02\x32\x90\x02\n\rApprovalAdmin\x12T\n\rListApprovals\x12 .capgate.v1.ListApprovalsRequest\x1a!.capgate.v1.ListApprovalsResponse\x12W\n\x0e\x44\x65\x63ideApproval\x12!.capgate.v1.DecideApprovalRequest\x1a\".capgate.v1.DecideApprovalResponse\x12P\n\x0eWatchApprovals\x12!.capgate.v1.WatchApprovalsRequest\x1a\x19.capgate.v1.ApprovalEvent0\x01\x32O\n\x0bPolicyAdmin\x12@\n\x07\x45xplain\x12\x1a.capgate.v1.ExplainRequest\x1a\x19.capgate.v1.CheckResponse2Y\n\nCacheAdmin\x12K\n\nPurgeCache\x12\x1d.capgate.v1.PurgeCacheRequest\x1a\x1e.capgate.v1.PurgeCacheResponseBY\n\x0e\x64\x65v.capgate.v1B\nAdminProtoP\x01Z9github.com/capgate/capgate/clients/go/capgatev1;capgatev1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x63\x61pgate/v1/admin.proto\x12\ncapgate.v1\x1a\x18\x63\x61pgate/v1/gateway.proto\x1a\x16\x63\x61pgate/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\"\x98\x01\n\x14ListApprovalsRequest\x12,\n\x08statuses\x18\x01 \x03(\x0e\x32\x1a.capgate.v1.ApprovalStatus\x12\x15\n\rcapability_id\x18\x02 \x01(\t\x12\x14\n\x0crequester_id\x18\x03 \x01(\t\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"\x85\x01\n\x15ListApprovalsResponse\x12\'\n\tapprovals\x18\x01 \x03(\x0b\x32\x14.capgate.v1.Approval\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12*\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x1b.capgate.v1.CapabilityError\"\xb8\x01\n\x15\x44\x65\x63ideApprovalRequest\x12\x13\n\x0b\x61pproval_id\x18\x01 \x01(\t\x12$\n\x07verdict\x18\x02 \x01(\x0e\x32\x13.capgate.v1.Verdict\x12\x0c\n\x04note\x18\x03 \x01(\t\x12\x12\n\ninput_hash\x18\x04 \x01(\t\x12\'\n\x0con_behalf_of\x18\x05 \x01(\x0b\x32\x11.capgate.v1.Actor\x12\x19\n\x11\x65\x64ited_input_json\x18\x06 \x01(\x0c\"l\n\x16\x44\x65\x63ideApprovalResponse\x12&\n\x08\x61pproval\x18\x01 \x01(\x0b\x32\x14.capgate.v1.Approval\x12*\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x1b.capgate.v1.CapabilityError\"/\n\x15WatchApprovalsRequest\x12\x16\n\x0e\x61\x66ter_event_id\x18\x01 \x01(\t\"W\n\rApprovalEvent\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12&\n\x08\x61pproval\x18\x03 \x01(\x0b\x32\x14.capgate.v1.Approval\"\xb1\x02\n\x12\x43reateGrantRequest\x12 \n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x11.capgate.v1.Actor\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x15\n\rcapability_id\x18\x03 \x01(\t\x12\x0b\n\x03tag\x18\x04 \x01(\t\x12\x12\n\nconstraint\x18\x05 \x01(\t\x12-\n\nexpires_in\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x10\n\x08max_uses\x18\x07 \x01(\x03\x12\x0e\n\x06\x61mount\x18\x08 \x01(\t\x12\x11\n\tmax_total\x18\t \x01(\x01\x12\x0c\n\x04note\x18\n \x01(\t\x12\x18\n\x10\x66rom_approval_id\x18\x0b \x01(\t\x12\'\n\x0con_behalf_of\x18\x0c \x01(\x0b\x32\x11.capgate.v1.Actor\"]\n\rGrantResponse\x12 \n\x05grant\x18\x01 \x01(\x0b\x32\x11.capgate.v1.Grant\x12*\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x1b.capgate.v1.CapabilityError\"\x8e\x01\n\x11ListGrantsRequest\x12)\n\x08statuses\x18\x01 \x03(\x0e\x32\x17.capgate.v1.GrantStatus\x12\x15\n\rcapability_id\x18\x02 \x01(\t\x12\x10\n\x08\x61\x63tor_id\x18\x03 \x01(\t\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"|\n\x12ListGrantsResponse\x12!\n\x06grants\x18\x01 \x03(\x0b\x32\x11.capgate.v1.Grant\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12*\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x1b.capgate.v1.CapabilityError\"#\n\x0fGetGrantRequest\x12\x10\n\x08grant_id\x18\x01 \x01(\t\"]\n\x12RevokeGrantRequest\x12\x10\n\x08grant_id\x18\x01 \x01(\t\x12\x0c\n\x04note\x18\x02 \x01(\t\x12\'\n\x0con_behalf_of\x18\x03 \x01(\x0b\x32\x11.capgate.v1.Actor\"}\n\x0e\x45xplainRequest\x12\x15\n\rcapability_id\x18\x01 \x01(\t\x12\x12\n\ninput_json\x18\x02 \x01(\x0c\x12\x0f\n\x07surface\x18\x03 \x01(\t\x12 \n\x05\x61\x63tor\x18\x04 \x01(\x0b\x32\x11.capgate.v1.Actor\x12\r\n\x05phase\x18\x05 \x01(\t\"*\n\x11PurgeCacheRequest\x12\x15\n\rcapability_id\x18\x01 \x01(\t\"%\n\x12PurgeCacheResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x03*K\n\x07Verdict\x12\x17\n\x13VERDICT_UNSPECIFIED\x10\x00\x12\x13\n\x0fVERDICT_APPROVE\x10\x01\x12\x12\n\x0eVERDICT_REJECT\x10\x02\x32\xb5\x04\n\rApprovalAdmin\x12T\n\rListApprovals\x12 .capgate.v1.ListApprovalsRequest\x1a!.capgate.v1.ListApprovalsResponse\x12W\n\x0e\x44\x65\x63ideApproval\x12!.capgate.v1.DecideApprovalRequest\x1a\".capgate.v1.DecideApprovalResponse\x12P\n\x0eWatchApprovals\x12!.capgate.v1.WatchApprovalsRequest\x1a\x19.capgate.v1.ApprovalEvent0\x01\x12H\n\x0b\x43reateGrant\x12\x1e.capgate.v1.CreateGrantRequest\x1a\x19.capgate.v1.GrantResponse\x12K\n\nListGrants\x12\x1d.capgate.v1.ListGrantsRequest\x1a\x1e.capgate.v1.ListGrantsResponse\x12\x42\n\x08GetGrant\x12\x1b.capgate.v1.GetGrantRequest\x1a\x19.capgate.v1.GrantResponse\x12H\n\x0bRevokeGrant\x12\x1e.capgate.v1.RevokeGrantRequest\x1a\x19.capgate.v1.GrantResponse2O\n\x0bPolicyAdmin\x12@\n\x07\x45xplain\x12\x1a.capgate.v1.ExplainRequest\x1a\x19.capgate.v1.CheckResponse2Y\n\nCacheAdmin\x12K\n\nPurgeCache\x12\x1d.capgate.v1.PurgeCacheRequest\x1a\x1e.capgate.v1.PurgeCacheResponseBY\n\x0e\x64\x65v.capgate.v1B\nAdminProtoP\x01Z9github.com/capgate/capgate/clients/go/capgatev1;capgatev1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,30 +35,42 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'capgate.v1.admin_pb2', _glo
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\016dev.capgate.v1B\nAdminProtoP\001Z9github.com/capgate/capgate/clients/go/capgatev1;capgatev1'
-  _globals['_VERDICT']._serialized_start=997
-  _globals['_VERDICT']._serialized_end=1072
-  _globals['_LISTAPPROVALSREQUEST']._serialized_start=89
-  _globals['_LISTAPPROVALSREQUEST']._serialized_end=241
-  _globals['_LISTAPPROVALSRESPONSE']._serialized_start=244
-  _globals['_LISTAPPROVALSRESPONSE']._serialized_end=377
-  _globals['_DECIDEAPPROVALREQUEST']._serialized_start=380
-  _globals['_DECIDEAPPROVALREQUEST']._serialized_end=537
-  _globals['_DECIDEAPPROVALRESPONSE']._serialized_start=539
-  _globals['_DECIDEAPPROVALRESPONSE']._serialized_end=647
-  _globals['_WATCHAPPROVALSREQUEST']._serialized_start=649
-  _globals['_WATCHAPPROVALSREQUEST']._serialized_end=696
-  _globals['_APPROVALEVENT']._serialized_start=698
-  _globals['_APPROVALEVENT']._serialized_end=785
-  _globals['_EXPLAINREQUEST']._serialized_start=787
-  _globals['_EXPLAINREQUEST']._serialized_end=912
-  _globals['_PURGECACHEREQUEST']._serialized_start=914
-  _globals['_PURGECACHEREQUEST']._serialized_end=956
-  _globals['_PURGECACHERESPONSE']._serialized_start=958
-  _globals['_PURGECACHERESPONSE']._serialized_end=995
-  _globals['_APPROVALADMIN']._serialized_start=1075
-  _globals['_APPROVALADMIN']._serialized_end=1347
-  _globals['_POLICYADMIN']._serialized_start=1349
-  _globals['_POLICYADMIN']._serialized_end=1428
-  _globals['_CACHEADMIN']._serialized_start=1430
-  _globals['_CACHEADMIN']._serialized_end=1519
+  _globals['_VERDICT']._serialized_start=1862
+  _globals['_VERDICT']._serialized_end=1937
+  _globals['_LISTAPPROVALSREQUEST']._serialized_start=121
+  _globals['_LISTAPPROVALSREQUEST']._serialized_end=273
+  _globals['_LISTAPPROVALSRESPONSE']._serialized_start=276
+  _globals['_LISTAPPROVALSRESPONSE']._serialized_end=409
+  _globals['_DECIDEAPPROVALREQUEST']._serialized_start=412
+  _globals['_DECIDEAPPROVALREQUEST']._serialized_end=596
+  _globals['_DECIDEAPPROVALRESPONSE']._serialized_start=598
+  _globals['_DECIDEAPPROVALRESPONSE']._serialized_end=706
+  _globals['_WATCHAPPROVALSREQUEST']._serialized_start=708
+  _globals['_WATCHAPPROVALSREQUEST']._serialized_end=755
+  _globals['_APPROVALEVENT']._serialized_start=757
+  _globals['_APPROVALEVENT']._serialized_end=844
+  _globals['_CREATEGRANTREQUEST']._serialized_start=847
+  _globals['_CREATEGRANTREQUEST']._serialized_end=1152
+  _globals['_GRANTRESPONSE']._serialized_start=1154
+  _globals['_GRANTRESPONSE']._serialized_end=1247
+  _globals['_LISTGRANTSREQUEST']._serialized_start=1250
+  _globals['_LISTGRANTSREQUEST']._serialized_end=1392
+  _globals['_LISTGRANTSRESPONSE']._serialized_start=1394
+  _globals['_LISTGRANTSRESPONSE']._serialized_end=1518
+  _globals['_GETGRANTREQUEST']._serialized_start=1520
+  _globals['_GETGRANTREQUEST']._serialized_end=1555
+  _globals['_REVOKEGRANTREQUEST']._serialized_start=1557
+  _globals['_REVOKEGRANTREQUEST']._serialized_end=1650
+  _globals['_EXPLAINREQUEST']._serialized_start=1652
+  _globals['_EXPLAINREQUEST']._serialized_end=1777
+  _globals['_PURGECACHEREQUEST']._serialized_start=1779
+  _globals['_PURGECACHEREQUEST']._serialized_end=1821
+  _globals['_PURGECACHERESPONSE']._serialized_start=1823
+  _globals['_PURGECACHERESPONSE']._serialized_end=1860
+  _globals['_APPROVALADMIN']._serialized_start=1940
+  _globals['_APPROVALADMIN']._serialized_end=2505
+  _globals['_POLICYADMIN']._serialized_start=2507
+  _globals['_POLICYADMIN']._serialized_end=2586
+  _globals['_CACHEADMIN']._serialized_start=2588
+  _globals['_CACHEADMIN']._serialized_end=2677
 # @@protoc_insertion_point(module_scope)

@@ -52,6 +52,26 @@ class ApprovalAdminStub:
                 request_serializer=capgate_dot_v1_dot_admin__pb2.WatchApprovalsRequest.SerializeToString,
                 response_deserializer=capgate_dot_v1_dot_admin__pb2.ApprovalEvent.FromString,
                 _registered_method=True)
+        self.CreateGrant = channel.unary_unary(
+                '/capgate.v1.ApprovalAdmin/CreateGrant',
+                request_serializer=capgate_dot_v1_dot_admin__pb2.CreateGrantRequest.SerializeToString,
+                response_deserializer=capgate_dot_v1_dot_admin__pb2.GrantResponse.FromString,
+                _registered_method=True)
+        self.ListGrants = channel.unary_unary(
+                '/capgate.v1.ApprovalAdmin/ListGrants',
+                request_serializer=capgate_dot_v1_dot_admin__pb2.ListGrantsRequest.SerializeToString,
+                response_deserializer=capgate_dot_v1_dot_admin__pb2.ListGrantsResponse.FromString,
+                _registered_method=True)
+        self.GetGrant = channel.unary_unary(
+                '/capgate.v1.ApprovalAdmin/GetGrant',
+                request_serializer=capgate_dot_v1_dot_admin__pb2.GetGrantRequest.SerializeToString,
+                response_deserializer=capgate_dot_v1_dot_admin__pb2.GrantResponse.FromString,
+                _registered_method=True)
+        self.RevokeGrant = channel.unary_unary(
+                '/capgate.v1.ApprovalAdmin/RevokeGrant',
+                request_serializer=capgate_dot_v1_dot_admin__pb2.RevokeGrantRequest.SerializeToString,
+                response_deserializer=capgate_dot_v1_dot_admin__pb2.GrantResponse.FromString,
+                _registered_method=True)
 
 
 class ApprovalAdminServicer:
@@ -79,6 +99,32 @@ class ApprovalAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateGrant(self, request, context):
+        """Standing grants (docs/approvals.md "Grants"). Creating one needs the approver roles the
+        calls it covers would need; revoking takes effect at once on every replica.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGrants(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetGrant(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeGrant(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ApprovalAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -96,6 +142,26 @@ def add_ApprovalAdminServicer_to_server(servicer, server):
                     servicer.WatchApprovals,
                     request_deserializer=capgate_dot_v1_dot_admin__pb2.WatchApprovalsRequest.FromString,
                     response_serializer=capgate_dot_v1_dot_admin__pb2.ApprovalEvent.SerializeToString,
+            ),
+            'CreateGrant': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateGrant,
+                    request_deserializer=capgate_dot_v1_dot_admin__pb2.CreateGrantRequest.FromString,
+                    response_serializer=capgate_dot_v1_dot_admin__pb2.GrantResponse.SerializeToString,
+            ),
+            'ListGrants': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGrants,
+                    request_deserializer=capgate_dot_v1_dot_admin__pb2.ListGrantsRequest.FromString,
+                    response_serializer=capgate_dot_v1_dot_admin__pb2.ListGrantsResponse.SerializeToString,
+            ),
+            'GetGrant': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetGrant,
+                    request_deserializer=capgate_dot_v1_dot_admin__pb2.GetGrantRequest.FromString,
+                    response_serializer=capgate_dot_v1_dot_admin__pb2.GrantResponse.SerializeToString,
+            ),
+            'RevokeGrant': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeGrant,
+                    request_deserializer=capgate_dot_v1_dot_admin__pb2.RevokeGrantRequest.FromString,
+                    response_serializer=capgate_dot_v1_dot_admin__pb2.GrantResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -181,6 +247,114 @@ class ApprovalAdmin:
             '/capgate.v1.ApprovalAdmin/WatchApprovals',
             capgate_dot_v1_dot_admin__pb2.WatchApprovalsRequest.SerializeToString,
             capgate_dot_v1_dot_admin__pb2.ApprovalEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateGrant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/capgate.v1.ApprovalAdmin/CreateGrant',
+            capgate_dot_v1_dot_admin__pb2.CreateGrantRequest.SerializeToString,
+            capgate_dot_v1_dot_admin__pb2.GrantResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGrants(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/capgate.v1.ApprovalAdmin/ListGrants',
+            capgate_dot_v1_dot_admin__pb2.ListGrantsRequest.SerializeToString,
+            capgate_dot_v1_dot_admin__pb2.ListGrantsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetGrant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/capgate.v1.ApprovalAdmin/GetGrant',
+            capgate_dot_v1_dot_admin__pb2.GetGrantRequest.SerializeToString,
+            capgate_dot_v1_dot_admin__pb2.GrantResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeGrant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/capgate.v1.ApprovalAdmin/RevokeGrant',
+            capgate_dot_v1_dot_admin__pb2.RevokeGrantRequest.SerializeToString,
+            capgate_dot_v1_dot_admin__pb2.GrantResponse.FromString,
             options,
             channel_credentials,
             insecure,

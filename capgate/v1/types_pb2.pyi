@@ -68,6 +68,14 @@ class ApprovalStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     APPROVAL_STATUS_EXPIRED: _ClassVar[ApprovalStatus]
     APPROVAL_STATUS_CONSUMED: _ClassVar[ApprovalStatus]
     APPROVAL_STATUS_EXECUTED: _ClassVar[ApprovalStatus]
+
+class GrantStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    GRANT_STATUS_UNSPECIFIED: _ClassVar[GrantStatus]
+    GRANT_STATUS_ACTIVE: _ClassVar[GrantStatus]
+    GRANT_STATUS_REVOKED: _ClassVar[GrantStatus]
+    GRANT_STATUS_EXHAUSTED: _ClassVar[GrantStatus]
+    GRANT_STATUS_EXPIRED: _ClassVar[GrantStatus]
 ERROR_CODE_UNSPECIFIED: ErrorCode
 ERROR_CODE_CAPABILITY_NOT_FOUND: ErrorCode
 ERROR_CODE_INPUT_INVALID: ErrorCode
@@ -114,6 +122,11 @@ APPROVAL_STATUS_REJECTED: ApprovalStatus
 APPROVAL_STATUS_EXPIRED: ApprovalStatus
 APPROVAL_STATUS_CONSUMED: ApprovalStatus
 APPROVAL_STATUS_EXECUTED: ApprovalStatus
+GRANT_STATUS_UNSPECIFIED: GrantStatus
+GRANT_STATUS_ACTIVE: GrantStatus
+GRANT_STATUS_REVOKED: GrantStatus
+GRANT_STATUS_EXHAUSTED: GrantStatus
+GRANT_STATUS_EXPIRED: GrantStatus
 
 class Issue(_message.Message):
     __slots__ = ("path", "message")
@@ -164,7 +177,7 @@ class ApproverConstraint(_message.Message):
     def __init__(self, roles: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Approval(_message.Message):
-    __slots__ = ("id", "capability_id", "status", "reasons", "message", "created_at", "expires_at", "decided_at", "requester", "decided_by", "decided_via", "decision_note", "input_hash", "input_json", "risk", "side_effect", "approvers", "requesting_execution_id", "resumed_execution_id", "surface", "capability_description", "requester_on_behalf_of", "self_approval_refused")
+    __slots__ = ("id", "capability_id", "status", "reasons", "message", "created_at", "expires_at", "decided_at", "requester", "decided_by", "decided_via", "decision_note", "input_hash", "input_json", "risk", "side_effect", "approvers", "requesting_execution_id", "resumed_execution_id", "surface", "capability_description", "requester_on_behalf_of", "self_approval_refused", "edited", "original_input_hash", "patch_json", "edited_by", "quorum", "approvals_received", "distinct_roles", "approved_by", "escalated_at", "escalation_roles", "escalate_at")
     ID_FIELD_NUMBER: _ClassVar[int]
     CAPABILITY_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -188,6 +201,17 @@ class Approval(_message.Message):
     CAPABILITY_DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     REQUESTER_ON_BEHALF_OF_FIELD_NUMBER: _ClassVar[int]
     SELF_APPROVAL_REFUSED_FIELD_NUMBER: _ClassVar[int]
+    EDITED_FIELD_NUMBER: _ClassVar[int]
+    ORIGINAL_INPUT_HASH_FIELD_NUMBER: _ClassVar[int]
+    PATCH_JSON_FIELD_NUMBER: _ClassVar[int]
+    EDITED_BY_FIELD_NUMBER: _ClassVar[int]
+    QUORUM_FIELD_NUMBER: _ClassVar[int]
+    APPROVALS_RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    DISTINCT_ROLES_FIELD_NUMBER: _ClassVar[int]
+    APPROVED_BY_FIELD_NUMBER: _ClassVar[int]
+    ESCALATED_AT_FIELD_NUMBER: _ClassVar[int]
+    ESCALATION_ROLES_FIELD_NUMBER: _ClassVar[int]
+    ESCALATE_AT_FIELD_NUMBER: _ClassVar[int]
     id: str
     capability_id: str
     status: ApprovalStatus
@@ -211,4 +235,61 @@ class Approval(_message.Message):
     capability_description: str
     requester_on_behalf_of: str
     self_approval_refused: bool
-    def __init__(self, id: _Optional[str] = ..., capability_id: _Optional[str] = ..., status: _Optional[_Union[ApprovalStatus, str]] = ..., reasons: _Optional[_Iterable[str]] = ..., message: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., decided_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., requester: _Optional[_Union[Actor, _Mapping]] = ..., decided_by: _Optional[_Union[Actor, _Mapping]] = ..., decided_via: _Optional[_Union[Actor, _Mapping]] = ..., decision_note: _Optional[str] = ..., input_hash: _Optional[str] = ..., input_json: _Optional[str] = ..., risk: _Optional[str] = ..., side_effect: _Optional[str] = ..., approvers: _Optional[_Union[ApproverConstraint, _Mapping]] = ..., requesting_execution_id: _Optional[str] = ..., resumed_execution_id: _Optional[str] = ..., surface: _Optional[str] = ..., capability_description: _Optional[str] = ..., requester_on_behalf_of: _Optional[str] = ..., self_approval_refused: _Optional[bool] = ...) -> None: ...
+    edited: bool
+    original_input_hash: str
+    patch_json: str
+    edited_by: Actor
+    quorum: int
+    approvals_received: int
+    distinct_roles: _containers.RepeatedScalarFieldContainer[str]
+    approved_by: _containers.RepeatedCompositeFieldContainer[Actor]
+    escalated_at: _timestamp_pb2.Timestamp
+    escalation_roles: _containers.RepeatedScalarFieldContainer[str]
+    escalate_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., capability_id: _Optional[str] = ..., status: _Optional[_Union[ApprovalStatus, str]] = ..., reasons: _Optional[_Iterable[str]] = ..., message: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., decided_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., requester: _Optional[_Union[Actor, _Mapping]] = ..., decided_by: _Optional[_Union[Actor, _Mapping]] = ..., decided_via: _Optional[_Union[Actor, _Mapping]] = ..., decision_note: _Optional[str] = ..., input_hash: _Optional[str] = ..., input_json: _Optional[str] = ..., risk: _Optional[str] = ..., side_effect: _Optional[str] = ..., approvers: _Optional[_Union[ApproverConstraint, _Mapping]] = ..., requesting_execution_id: _Optional[str] = ..., resumed_execution_id: _Optional[str] = ..., surface: _Optional[str] = ..., capability_description: _Optional[str] = ..., requester_on_behalf_of: _Optional[str] = ..., self_approval_refused: _Optional[bool] = ..., edited: _Optional[bool] = ..., original_input_hash: _Optional[str] = ..., patch_json: _Optional[str] = ..., edited_by: _Optional[_Union[Actor, _Mapping]] = ..., quorum: _Optional[int] = ..., approvals_received: _Optional[int] = ..., distinct_roles: _Optional[_Iterable[str]] = ..., approved_by: _Optional[_Iterable[_Union[Actor, _Mapping]]] = ..., escalated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., escalation_roles: _Optional[_Iterable[str]] = ..., escalate_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Grant(_message.Message):
+    __slots__ = ("id", "status", "actor", "role", "capability_id", "tag", "constraint", "created_at", "expires_at", "max_uses", "uses", "amount", "max_total", "total", "created_by", "created_via", "note", "from_approval_id", "revoked_at", "revoked_by", "approver_roles")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    CAPABILITY_ID_FIELD_NUMBER: _ClassVar[int]
+    TAG_FIELD_NUMBER: _ClassVar[int]
+    CONSTRAINT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    MAX_USES_FIELD_NUMBER: _ClassVar[int]
+    USES_FIELD_NUMBER: _ClassVar[int]
+    AMOUNT_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BY_FIELD_NUMBER: _ClassVar[int]
+    CREATED_VIA_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    FROM_APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_AT_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_BY_FIELD_NUMBER: _ClassVar[int]
+    APPROVER_ROLES_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    status: GrantStatus
+    actor: Actor
+    role: str
+    capability_id: str
+    tag: str
+    constraint: str
+    created_at: _timestamp_pb2.Timestamp
+    expires_at: _timestamp_pb2.Timestamp
+    max_uses: int
+    uses: int
+    amount: str
+    max_total: float
+    total: float
+    created_by: Actor
+    created_via: Actor
+    note: str
+    from_approval_id: str
+    revoked_at: _timestamp_pb2.Timestamp
+    revoked_by: Actor
+    approver_roles: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., status: _Optional[_Union[GrantStatus, str]] = ..., actor: _Optional[_Union[Actor, _Mapping]] = ..., role: _Optional[str] = ..., capability_id: _Optional[str] = ..., tag: _Optional[str] = ..., constraint: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_uses: _Optional[int] = ..., uses: _Optional[int] = ..., amount: _Optional[str] = ..., max_total: _Optional[float] = ..., total: _Optional[float] = ..., created_by: _Optional[_Union[Actor, _Mapping]] = ..., created_via: _Optional[_Union[Actor, _Mapping]] = ..., note: _Optional[str] = ..., from_approval_id: _Optional[str] = ..., revoked_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoked_by: _Optional[_Union[Actor, _Mapping]] = ..., approver_roles: _Optional[_Iterable[str]] = ...) -> None: ...

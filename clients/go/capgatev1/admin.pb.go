@@ -9,6 +9,7 @@ package capgatev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -215,9 +216,13 @@ type DecideApprovalRequest struct {
 	// The input hash the approver saw; a mismatch fails.
 	InputHash string `protobuf:"bytes,4,opt,name=input_hash,json=inputHash,proto3" json:"input_hash,omitempty"`
 	// Set only by an allow-listed inbox identity deciding for an authenticated human.
-	OnBehalfOf    *Actor `protobuf:"bytes,5,opt,name=on_behalf_of,json=onBehalfOf,proto3" json:"on_behalf_of,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OnBehalfOf *Actor `protobuf:"bytes,5,opt,name=on_behalf_of,json=onBehalfOf,proto3" json:"on_behalf_of,omitempty"`
+	// Approve with edits (VERDICT_APPROVE only, capabilities with approval.editable): the
+	// changed input as UTF-8 JSON text; input_hash is still the hash of the input the approver
+	// saw. Validated and governed as the requester's call before anything is stored.
+	EditedInputJson []byte `protobuf:"bytes,6,opt,name=edited_input_json,json=editedInputJson,proto3" json:"edited_input_json,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *DecideApprovalRequest) Reset() {
@@ -281,6 +286,13 @@ func (x *DecideApprovalRequest) GetInputHash() string {
 func (x *DecideApprovalRequest) GetOnBehalfOf() *Actor {
 	if x != nil {
 		return x.OnBehalfOf
+	}
+	return nil
+}
+
+func (x *DecideApprovalRequest) GetEditedInputJson() []byte {
+	if x != nil {
+		return x.EditedInputJson
 	}
 	return nil
 }
@@ -385,7 +397,8 @@ func (x *WatchApprovalsRequest) GetAfterEventId() string {
 type ApprovalEvent struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	EventId string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
-	// requested, approved, rejected, expired, consumed, executed.
+	// requested, voted (a quorum approval counted, not yet approved), edited, approved,
+	// rejected, expired, escalated, consumed, released, executed.
 	Type          string    `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
 	Approval      *Approval `protobuf:"bytes,3,opt,name=approval,proto3" json:"approval,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -443,6 +456,436 @@ func (x *ApprovalEvent) GetApproval() *Approval {
 	return nil
 }
 
+type CreateGrantRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whom: an actor (issuer and id) or a role; with from_approval_id, the requester by default.
+	Actor *Actor `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
+	Role  string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	// What: a capability or a tag; with from_approval_id, its capability by default.
+	CapabilityId string `protobuf:"bytes,3,opt,name=capability_id,json=capabilityId,proto3" json:"capability_id,omitempty"`
+	Tag          string `protobuf:"bytes,4,opt,name=tag,proto3" json:"tag,omitempty"`
+	// CEL over `input`; type-checked now against the capability's input schema.
+	Constraint string `protobuf:"bytes,5,opt,name=constraint,proto3" json:"constraint,omitempty"`
+	// How long it lives; at most approvals.grants.max_expires_in (required).
+	ExpiresIn *durationpb.Duration `protobuf:"bytes,6,opt,name=expires_in,json=expiresIn,proto3" json:"expires_in,omitempty"`
+	MaxUses   int64                `protobuf:"varint,7,opt,name=max_uses,json=maxUses,proto3" json:"max_uses,omitempty"`
+	Amount    string               `protobuf:"bytes,8,opt,name=amount,proto3" json:"amount,omitempty"`
+	MaxTotal  float64              `protobuf:"fixed64,9,opt,name=max_total,json=maxTotal,proto3" json:"max_total,omitempty"`
+	Note      string               `protobuf:"bytes,10,opt,name=note,proto3" json:"note,omitempty"`
+	// Create it from a pending approval (which it does not decide; DecideApproval does).
+	FromApprovalId string `protobuf:"bytes,11,opt,name=from_approval_id,json=fromApprovalId,proto3" json:"from_approval_id,omitempty"`
+	OnBehalfOf     *Actor `protobuf:"bytes,12,opt,name=on_behalf_of,json=onBehalfOf,proto3" json:"on_behalf_of,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CreateGrantRequest) Reset() {
+	*x = CreateGrantRequest{}
+	mi := &file_capgate_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateGrantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateGrantRequest) ProtoMessage() {}
+
+func (x *CreateGrantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateGrantRequest.ProtoReflect.Descriptor instead.
+func (*CreateGrantRequest) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CreateGrantRequest) GetActor() *Actor {
+	if x != nil {
+		return x.Actor
+	}
+	return nil
+}
+
+func (x *CreateGrantRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *CreateGrantRequest) GetCapabilityId() string {
+	if x != nil {
+		return x.CapabilityId
+	}
+	return ""
+}
+
+func (x *CreateGrantRequest) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+func (x *CreateGrantRequest) GetConstraint() string {
+	if x != nil {
+		return x.Constraint
+	}
+	return ""
+}
+
+func (x *CreateGrantRequest) GetExpiresIn() *durationpb.Duration {
+	if x != nil {
+		return x.ExpiresIn
+	}
+	return nil
+}
+
+func (x *CreateGrantRequest) GetMaxUses() int64 {
+	if x != nil {
+		return x.MaxUses
+	}
+	return 0
+}
+
+func (x *CreateGrantRequest) GetAmount() string {
+	if x != nil {
+		return x.Amount
+	}
+	return ""
+}
+
+func (x *CreateGrantRequest) GetMaxTotal() float64 {
+	if x != nil {
+		return x.MaxTotal
+	}
+	return 0
+}
+
+func (x *CreateGrantRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *CreateGrantRequest) GetFromApprovalId() string {
+	if x != nil {
+		return x.FromApprovalId
+	}
+	return ""
+}
+
+func (x *CreateGrantRequest) GetOnBehalfOf() *Actor {
+	if x != nil {
+		return x.OnBehalfOf
+	}
+	return nil
+}
+
+type GrantResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grant         *Grant                 `protobuf:"bytes,1,opt,name=grant,proto3" json:"grant,omitempty"`
+	Error         *CapabilityError       `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantResponse) Reset() {
+	*x = GrantResponse{}
+	mi := &file_capgate_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantResponse) ProtoMessage() {}
+
+func (x *GrantResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
+func (*GrantResponse) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *GrantResponse) GetGrant() *Grant {
+	if x != nil {
+		return x.Grant
+	}
+	return nil
+}
+
+func (x *GrantResponse) GetError() *CapabilityError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type ListGrantsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Defaults to ACTIVE.
+	Statuses      []GrantStatus `protobuf:"varint,1,rep,packed,name=statuses,proto3,enum=capgate.v1.GrantStatus" json:"statuses,omitempty"`
+	CapabilityId  string        `protobuf:"bytes,2,opt,name=capability_id,json=capabilityId,proto3" json:"capability_id,omitempty"`
+	ActorId       string        `protobuf:"bytes,3,opt,name=actor_id,json=actorId,proto3" json:"actor_id,omitempty"`
+	PageSize      int32         `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     string        `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGrantsRequest) Reset() {
+	*x = ListGrantsRequest{}
+	mi := &file_capgate_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGrantsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGrantsRequest) ProtoMessage() {}
+
+func (x *ListGrantsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGrantsRequest.ProtoReflect.Descriptor instead.
+func (*ListGrantsRequest) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ListGrantsRequest) GetStatuses() []GrantStatus {
+	if x != nil {
+		return x.Statuses
+	}
+	return nil
+}
+
+func (x *ListGrantsRequest) GetCapabilityId() string {
+	if x != nil {
+		return x.CapabilityId
+	}
+	return ""
+}
+
+func (x *ListGrantsRequest) GetActorId() string {
+	if x != nil {
+		return x.ActorId
+	}
+	return ""
+}
+
+func (x *ListGrantsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListGrantsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListGrantsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grants        []*Grant               `protobuf:"bytes,1,rep,name=grants,proto3" json:"grants,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	Error         *CapabilityError       `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGrantsResponse) Reset() {
+	*x = ListGrantsResponse{}
+	mi := &file_capgate_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGrantsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGrantsResponse) ProtoMessage() {}
+
+func (x *ListGrantsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGrantsResponse.ProtoReflect.Descriptor instead.
+func (*ListGrantsResponse) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ListGrantsResponse) GetGrants() []*Grant {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
+}
+
+func (x *ListGrantsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *ListGrantsResponse) GetError() *CapabilityError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type GetGrantRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GrantId       string                 `protobuf:"bytes,1,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGrantRequest) Reset() {
+	*x = GetGrantRequest{}
+	mi := &file_capgate_v1_admin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGrantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGrantRequest) ProtoMessage() {}
+
+func (x *GetGrantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_admin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGrantRequest.ProtoReflect.Descriptor instead.
+func (*GetGrantRequest) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_admin_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GetGrantRequest) GetGrantId() string {
+	if x != nil {
+		return x.GrantId
+	}
+	return ""
+}
+
+type RevokeGrantRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GrantId       string                 `protobuf:"bytes,1,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`
+	Note          string                 `protobuf:"bytes,2,opt,name=note,proto3" json:"note,omitempty"`
+	OnBehalfOf    *Actor                 `protobuf:"bytes,3,opt,name=on_behalf_of,json=onBehalfOf,proto3" json:"on_behalf_of,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeGrantRequest) Reset() {
+	*x = RevokeGrantRequest{}
+	mi := &file_capgate_v1_admin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeGrantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeGrantRequest) ProtoMessage() {}
+
+func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_admin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeGrantRequest.ProtoReflect.Descriptor instead.
+func (*RevokeGrantRequest) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_admin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RevokeGrantRequest) GetGrantId() string {
+	if x != nil {
+		return x.GrantId
+	}
+	return ""
+}
+
+func (x *RevokeGrantRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *RevokeGrantRequest) GetOnBehalfOf() *Actor {
+	if x != nil {
+		return x.OnBehalfOf
+	}
+	return nil
+}
+
 type ExplainRequest struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	CapabilityId string                 `protobuf:"bytes,1,opt,name=capability_id,json=capabilityId,proto3" json:"capability_id,omitempty"`
@@ -457,7 +900,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_capgate_v1_admin_proto_msgTypes[6]
+	mi := &file_capgate_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -469,7 +912,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_admin_proto_msgTypes[6]
+	mi := &file_capgate_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -482,7 +925,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_capgate_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ExplainRequest) GetCapabilityId() string {
@@ -529,7 +972,7 @@ type PurgeCacheRequest struct {
 
 func (x *PurgeCacheRequest) Reset() {
 	*x = PurgeCacheRequest{}
-	mi := &file_capgate_v1_admin_proto_msgTypes[7]
+	mi := &file_capgate_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -541,7 +984,7 @@ func (x *PurgeCacheRequest) String() string {
 func (*PurgeCacheRequest) ProtoMessage() {}
 
 func (x *PurgeCacheRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_admin_proto_msgTypes[7]
+	mi := &file_capgate_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -554,7 +997,7 @@ func (x *PurgeCacheRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeCacheRequest.ProtoReflect.Descriptor instead.
 func (*PurgeCacheRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_capgate_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PurgeCacheRequest) GetCapabilityId() string {
@@ -574,7 +1017,7 @@ type PurgeCacheResponse struct {
 
 func (x *PurgeCacheResponse) Reset() {
 	*x = PurgeCacheResponse{}
-	mi := &file_capgate_v1_admin_proto_msgTypes[8]
+	mi := &file_capgate_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -586,7 +1029,7 @@ func (x *PurgeCacheResponse) String() string {
 func (*PurgeCacheResponse) ProtoMessage() {}
 
 func (x *PurgeCacheResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_admin_proto_msgTypes[8]
+	mi := &file_capgate_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -599,7 +1042,7 @@ func (x *PurgeCacheResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeCacheResponse.ProtoReflect.Descriptor instead.
 func (*PurgeCacheResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_capgate_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PurgeCacheResponse) GetDeleted() int64 {
@@ -614,7 +1057,7 @@ var File_capgate_v1_admin_proto protoreflect.FileDescriptor
 const file_capgate_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x16capgate/v1/admin.proto\x12\n" +
-	"capgate.v1\x1a\x18capgate/v1/gateway.proto\x1a\x16capgate/v1/types.proto\"\xd2\x01\n" +
+	"capgate.v1\x1a\x18capgate/v1/gateway.proto\x1a\x16capgate/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\"\xd2\x01\n" +
 	"\x14ListApprovalsRequest\x126\n" +
 	"\bstatuses\x18\x01 \x03(\x0e2\x1a.capgate.v1.ApprovalStatusR\bstatuses\x12#\n" +
 	"\rcapability_id\x18\x02 \x01(\tR\fcapabilityId\x12!\n" +
@@ -625,7 +1068,7 @@ const file_capgate_v1_admin_proto_rawDesc = "" +
 	"\x15ListApprovalsResponse\x122\n" +
 	"\tapprovals\x18\x01 \x03(\v2\x14.capgate.v1.ApprovalR\tapprovals\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x121\n" +
-	"\x05error\x18\x03 \x01(\v2\x1b.capgate.v1.CapabilityErrorR\x05error\"\xcf\x01\n" +
+	"\x05error\x18\x03 \x01(\v2\x1b.capgate.v1.CapabilityErrorR\x05error\"\xfb\x01\n" +
 	"\x15DecideApprovalRequest\x12\x1f\n" +
 	"\vapproval_id\x18\x01 \x01(\tR\n" +
 	"approvalId\x12-\n" +
@@ -634,7 +1077,8 @@ const file_capgate_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"input_hash\x18\x04 \x01(\tR\tinputHash\x123\n" +
 	"\fon_behalf_of\x18\x05 \x01(\v2\x11.capgate.v1.ActorR\n" +
-	"onBehalfOf\"}\n" +
+	"onBehalfOf\x12*\n" +
+	"\x11edited_input_json\x18\x06 \x01(\fR\x0feditedInputJson\"}\n" +
 	"\x16DecideApprovalResponse\x120\n" +
 	"\bapproval\x18\x01 \x01(\v2\x14.capgate.v1.ApprovalR\bapproval\x121\n" +
 	"\x05error\x18\x02 \x01(\v2\x1b.capgate.v1.CapabilityErrorR\x05error\"=\n" +
@@ -643,7 +1087,46 @@ const file_capgate_v1_admin_proto_rawDesc = "" +
 	"\rApprovalEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x120\n" +
-	"\bapproval\x18\x03 \x01(\v2\x14.capgate.v1.ApprovalR\bapproval\"\xad\x01\n" +
+	"\bapproval\x18\x03 \x01(\v2\x14.capgate.v1.ApprovalR\bapproval\"\xa5\x03\n" +
+	"\x12CreateGrantRequest\x12'\n" +
+	"\x05actor\x18\x01 \x01(\v2\x11.capgate.v1.ActorR\x05actor\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12#\n" +
+	"\rcapability_id\x18\x03 \x01(\tR\fcapabilityId\x12\x10\n" +
+	"\x03tag\x18\x04 \x01(\tR\x03tag\x12\x1e\n" +
+	"\n" +
+	"constraint\x18\x05 \x01(\tR\n" +
+	"constraint\x128\n" +
+	"\n" +
+	"expires_in\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\texpiresIn\x12\x19\n" +
+	"\bmax_uses\x18\a \x01(\x03R\amaxUses\x12\x16\n" +
+	"\x06amount\x18\b \x01(\tR\x06amount\x12\x1b\n" +
+	"\tmax_total\x18\t \x01(\x01R\bmaxTotal\x12\x12\n" +
+	"\x04note\x18\n" +
+	" \x01(\tR\x04note\x12(\n" +
+	"\x10from_approval_id\x18\v \x01(\tR\x0efromApprovalId\x123\n" +
+	"\fon_behalf_of\x18\f \x01(\v2\x11.capgate.v1.ActorR\n" +
+	"onBehalfOf\"k\n" +
+	"\rGrantResponse\x12'\n" +
+	"\x05grant\x18\x01 \x01(\v2\x11.capgate.v1.GrantR\x05grant\x121\n" +
+	"\x05error\x18\x02 \x01(\v2\x1b.capgate.v1.CapabilityErrorR\x05error\"\xc4\x01\n" +
+	"\x11ListGrantsRequest\x123\n" +
+	"\bstatuses\x18\x01 \x03(\x0e2\x17.capgate.v1.GrantStatusR\bstatuses\x12#\n" +
+	"\rcapability_id\x18\x02 \x01(\tR\fcapabilityId\x12\x19\n" +
+	"\bactor_id\x18\x03 \x01(\tR\aactorId\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"\x9a\x01\n" +
+	"\x12ListGrantsResponse\x12)\n" +
+	"\x06grants\x18\x01 \x03(\v2\x11.capgate.v1.GrantR\x06grants\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x121\n" +
+	"\x05error\x18\x03 \x01(\v2\x1b.capgate.v1.CapabilityErrorR\x05error\",\n" +
+	"\x0fGetGrantRequest\x12\x19\n" +
+	"\bgrant_id\x18\x01 \x01(\tR\agrantId\"x\n" +
+	"\x12RevokeGrantRequest\x12\x19\n" +
+	"\bgrant_id\x18\x01 \x01(\tR\agrantId\x12\x12\n" +
+	"\x04note\x18\x02 \x01(\tR\x04note\x123\n" +
+	"\fon_behalf_of\x18\x03 \x01(\v2\x11.capgate.v1.ActorR\n" +
+	"onBehalfOf\"\xad\x01\n" +
 	"\x0eExplainRequest\x12#\n" +
 	"\rcapability_id\x18\x01 \x01(\tR\fcapabilityId\x12\x1d\n" +
 	"\n" +
@@ -658,11 +1141,16 @@ const file_capgate_v1_admin_proto_rawDesc = "" +
 	"\aVerdict\x12\x17\n" +
 	"\x13VERDICT_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fVERDICT_APPROVE\x10\x01\x12\x12\n" +
-	"\x0eVERDICT_REJECT\x10\x022\x90\x02\n" +
+	"\x0eVERDICT_REJECT\x10\x022\xb5\x04\n" +
 	"\rApprovalAdmin\x12T\n" +
 	"\rListApprovals\x12 .capgate.v1.ListApprovalsRequest\x1a!.capgate.v1.ListApprovalsResponse\x12W\n" +
 	"\x0eDecideApproval\x12!.capgate.v1.DecideApprovalRequest\x1a\".capgate.v1.DecideApprovalResponse\x12P\n" +
-	"\x0eWatchApprovals\x12!.capgate.v1.WatchApprovalsRequest\x1a\x19.capgate.v1.ApprovalEvent0\x012O\n" +
+	"\x0eWatchApprovals\x12!.capgate.v1.WatchApprovalsRequest\x1a\x19.capgate.v1.ApprovalEvent0\x01\x12H\n" +
+	"\vCreateGrant\x12\x1e.capgate.v1.CreateGrantRequest\x1a\x19.capgate.v1.GrantResponse\x12K\n" +
+	"\n" +
+	"ListGrants\x12\x1d.capgate.v1.ListGrantsRequest\x1a\x1e.capgate.v1.ListGrantsResponse\x12B\n" +
+	"\bGetGrant\x12\x1b.capgate.v1.GetGrantRequest\x1a\x19.capgate.v1.GrantResponse\x12H\n" +
+	"\vRevokeGrant\x12\x1e.capgate.v1.RevokeGrantRequest\x1a\x19.capgate.v1.GrantResponse2O\n" +
 	"\vPolicyAdmin\x12@\n" +
 	"\aExplain\x12\x1a.capgate.v1.ExplainRequest\x1a\x19.capgate.v1.CheckResponse2Y\n" +
 	"\n" +
@@ -685,7 +1173,7 @@ func file_capgate_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_capgate_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_capgate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_capgate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_capgate_v1_admin_proto_goTypes = []any{
 	(Verdict)(0),                   // 0: capgate.v1.Verdict
 	(*ListApprovalsRequest)(nil),   // 1: capgate.v1.ListApprovalsRequest
@@ -694,40 +1182,66 @@ var file_capgate_v1_admin_proto_goTypes = []any{
 	(*DecideApprovalResponse)(nil), // 4: capgate.v1.DecideApprovalResponse
 	(*WatchApprovalsRequest)(nil),  // 5: capgate.v1.WatchApprovalsRequest
 	(*ApprovalEvent)(nil),          // 6: capgate.v1.ApprovalEvent
-	(*ExplainRequest)(nil),         // 7: capgate.v1.ExplainRequest
-	(*PurgeCacheRequest)(nil),      // 8: capgate.v1.PurgeCacheRequest
-	(*PurgeCacheResponse)(nil),     // 9: capgate.v1.PurgeCacheResponse
-	(ApprovalStatus)(0),            // 10: capgate.v1.ApprovalStatus
-	(*Approval)(nil),               // 11: capgate.v1.Approval
-	(*CapabilityError)(nil),        // 12: capgate.v1.CapabilityError
-	(*Actor)(nil),                  // 13: capgate.v1.Actor
-	(*CheckResponse)(nil),          // 14: capgate.v1.CheckResponse
+	(*CreateGrantRequest)(nil),     // 7: capgate.v1.CreateGrantRequest
+	(*GrantResponse)(nil),          // 8: capgate.v1.GrantResponse
+	(*ListGrantsRequest)(nil),      // 9: capgate.v1.ListGrantsRequest
+	(*ListGrantsResponse)(nil),     // 10: capgate.v1.ListGrantsResponse
+	(*GetGrantRequest)(nil),        // 11: capgate.v1.GetGrantRequest
+	(*RevokeGrantRequest)(nil),     // 12: capgate.v1.RevokeGrantRequest
+	(*ExplainRequest)(nil),         // 13: capgate.v1.ExplainRequest
+	(*PurgeCacheRequest)(nil),      // 14: capgate.v1.PurgeCacheRequest
+	(*PurgeCacheResponse)(nil),     // 15: capgate.v1.PurgeCacheResponse
+	(ApprovalStatus)(0),            // 16: capgate.v1.ApprovalStatus
+	(*Approval)(nil),               // 17: capgate.v1.Approval
+	(*CapabilityError)(nil),        // 18: capgate.v1.CapabilityError
+	(*Actor)(nil),                  // 19: capgate.v1.Actor
+	(*durationpb.Duration)(nil),    // 20: google.protobuf.Duration
+	(*Grant)(nil),                  // 21: capgate.v1.Grant
+	(GrantStatus)(0),               // 22: capgate.v1.GrantStatus
+	(*CheckResponse)(nil),          // 23: capgate.v1.CheckResponse
 }
 var file_capgate_v1_admin_proto_depIdxs = []int32{
-	10, // 0: capgate.v1.ListApprovalsRequest.statuses:type_name -> capgate.v1.ApprovalStatus
-	11, // 1: capgate.v1.ListApprovalsResponse.approvals:type_name -> capgate.v1.Approval
-	12, // 2: capgate.v1.ListApprovalsResponse.error:type_name -> capgate.v1.CapabilityError
+	16, // 0: capgate.v1.ListApprovalsRequest.statuses:type_name -> capgate.v1.ApprovalStatus
+	17, // 1: capgate.v1.ListApprovalsResponse.approvals:type_name -> capgate.v1.Approval
+	18, // 2: capgate.v1.ListApprovalsResponse.error:type_name -> capgate.v1.CapabilityError
 	0,  // 3: capgate.v1.DecideApprovalRequest.verdict:type_name -> capgate.v1.Verdict
-	13, // 4: capgate.v1.DecideApprovalRequest.on_behalf_of:type_name -> capgate.v1.Actor
-	11, // 5: capgate.v1.DecideApprovalResponse.approval:type_name -> capgate.v1.Approval
-	12, // 6: capgate.v1.DecideApprovalResponse.error:type_name -> capgate.v1.CapabilityError
-	11, // 7: capgate.v1.ApprovalEvent.approval:type_name -> capgate.v1.Approval
-	13, // 8: capgate.v1.ExplainRequest.actor:type_name -> capgate.v1.Actor
-	1,  // 9: capgate.v1.ApprovalAdmin.ListApprovals:input_type -> capgate.v1.ListApprovalsRequest
-	3,  // 10: capgate.v1.ApprovalAdmin.DecideApproval:input_type -> capgate.v1.DecideApprovalRequest
-	5,  // 11: capgate.v1.ApprovalAdmin.WatchApprovals:input_type -> capgate.v1.WatchApprovalsRequest
-	7,  // 12: capgate.v1.PolicyAdmin.Explain:input_type -> capgate.v1.ExplainRequest
-	8,  // 13: capgate.v1.CacheAdmin.PurgeCache:input_type -> capgate.v1.PurgeCacheRequest
-	2,  // 14: capgate.v1.ApprovalAdmin.ListApprovals:output_type -> capgate.v1.ListApprovalsResponse
-	4,  // 15: capgate.v1.ApprovalAdmin.DecideApproval:output_type -> capgate.v1.DecideApprovalResponse
-	6,  // 16: capgate.v1.ApprovalAdmin.WatchApprovals:output_type -> capgate.v1.ApprovalEvent
-	14, // 17: capgate.v1.PolicyAdmin.Explain:output_type -> capgate.v1.CheckResponse
-	9,  // 18: capgate.v1.CacheAdmin.PurgeCache:output_type -> capgate.v1.PurgeCacheResponse
-	14, // [14:19] is the sub-list for method output_type
-	9,  // [9:14] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	19, // 4: capgate.v1.DecideApprovalRequest.on_behalf_of:type_name -> capgate.v1.Actor
+	17, // 5: capgate.v1.DecideApprovalResponse.approval:type_name -> capgate.v1.Approval
+	18, // 6: capgate.v1.DecideApprovalResponse.error:type_name -> capgate.v1.CapabilityError
+	17, // 7: capgate.v1.ApprovalEvent.approval:type_name -> capgate.v1.Approval
+	19, // 8: capgate.v1.CreateGrantRequest.actor:type_name -> capgate.v1.Actor
+	20, // 9: capgate.v1.CreateGrantRequest.expires_in:type_name -> google.protobuf.Duration
+	19, // 10: capgate.v1.CreateGrantRequest.on_behalf_of:type_name -> capgate.v1.Actor
+	21, // 11: capgate.v1.GrantResponse.grant:type_name -> capgate.v1.Grant
+	18, // 12: capgate.v1.GrantResponse.error:type_name -> capgate.v1.CapabilityError
+	22, // 13: capgate.v1.ListGrantsRequest.statuses:type_name -> capgate.v1.GrantStatus
+	21, // 14: capgate.v1.ListGrantsResponse.grants:type_name -> capgate.v1.Grant
+	18, // 15: capgate.v1.ListGrantsResponse.error:type_name -> capgate.v1.CapabilityError
+	19, // 16: capgate.v1.RevokeGrantRequest.on_behalf_of:type_name -> capgate.v1.Actor
+	19, // 17: capgate.v1.ExplainRequest.actor:type_name -> capgate.v1.Actor
+	1,  // 18: capgate.v1.ApprovalAdmin.ListApprovals:input_type -> capgate.v1.ListApprovalsRequest
+	3,  // 19: capgate.v1.ApprovalAdmin.DecideApproval:input_type -> capgate.v1.DecideApprovalRequest
+	5,  // 20: capgate.v1.ApprovalAdmin.WatchApprovals:input_type -> capgate.v1.WatchApprovalsRequest
+	7,  // 21: capgate.v1.ApprovalAdmin.CreateGrant:input_type -> capgate.v1.CreateGrantRequest
+	9,  // 22: capgate.v1.ApprovalAdmin.ListGrants:input_type -> capgate.v1.ListGrantsRequest
+	11, // 23: capgate.v1.ApprovalAdmin.GetGrant:input_type -> capgate.v1.GetGrantRequest
+	12, // 24: capgate.v1.ApprovalAdmin.RevokeGrant:input_type -> capgate.v1.RevokeGrantRequest
+	13, // 25: capgate.v1.PolicyAdmin.Explain:input_type -> capgate.v1.ExplainRequest
+	14, // 26: capgate.v1.CacheAdmin.PurgeCache:input_type -> capgate.v1.PurgeCacheRequest
+	2,  // 27: capgate.v1.ApprovalAdmin.ListApprovals:output_type -> capgate.v1.ListApprovalsResponse
+	4,  // 28: capgate.v1.ApprovalAdmin.DecideApproval:output_type -> capgate.v1.DecideApprovalResponse
+	6,  // 29: capgate.v1.ApprovalAdmin.WatchApprovals:output_type -> capgate.v1.ApprovalEvent
+	8,  // 30: capgate.v1.ApprovalAdmin.CreateGrant:output_type -> capgate.v1.GrantResponse
+	10, // 31: capgate.v1.ApprovalAdmin.ListGrants:output_type -> capgate.v1.ListGrantsResponse
+	8,  // 32: capgate.v1.ApprovalAdmin.GetGrant:output_type -> capgate.v1.GrantResponse
+	8,  // 33: capgate.v1.ApprovalAdmin.RevokeGrant:output_type -> capgate.v1.GrantResponse
+	23, // 34: capgate.v1.PolicyAdmin.Explain:output_type -> capgate.v1.CheckResponse
+	15, // 35: capgate.v1.CacheAdmin.PurgeCache:output_type -> capgate.v1.PurgeCacheResponse
+	27, // [27:36] is the sub-list for method output_type
+	18, // [18:27] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_capgate_v1_admin_proto_init() }
@@ -743,7 +1257,7 @@ func file_capgate_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_capgate_v1_admin_proto_rawDesc), len(file_capgate_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -22,6 +22,10 @@ const (
 	ApprovalAdmin_ListApprovals_FullMethodName  = "/capgate.v1.ApprovalAdmin/ListApprovals"
 	ApprovalAdmin_DecideApproval_FullMethodName = "/capgate.v1.ApprovalAdmin/DecideApproval"
 	ApprovalAdmin_WatchApprovals_FullMethodName = "/capgate.v1.ApprovalAdmin/WatchApprovals"
+	ApprovalAdmin_CreateGrant_FullMethodName    = "/capgate.v1.ApprovalAdmin/CreateGrant"
+	ApprovalAdmin_ListGrants_FullMethodName     = "/capgate.v1.ApprovalAdmin/ListGrants"
+	ApprovalAdmin_GetGrant_FullMethodName       = "/capgate.v1.ApprovalAdmin/GetGrant"
+	ApprovalAdmin_RevokeGrant_FullMethodName    = "/capgate.v1.ApprovalAdmin/RevokeGrant"
 )
 
 // ApprovalAdminClient is the client API for ApprovalAdmin service.
@@ -36,6 +40,12 @@ type ApprovalAdminClient interface {
 	// Resumable stream of approval events (from after_event_id); a trimmed id answers
 	// OUT_OF_RANGE so the client re-lists.
 	WatchApprovals(ctx context.Context, in *WatchApprovalsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ApprovalEvent], error)
+	// Standing grants (docs/approvals.md "Grants"). Creating one needs the approver roles the
+	// calls it covers would need; revoking takes effect at once on every replica.
+	CreateGrant(ctx context.Context, in *CreateGrantRequest, opts ...grpc.CallOption) (*GrantResponse, error)
+	ListGrants(ctx context.Context, in *ListGrantsRequest, opts ...grpc.CallOption) (*ListGrantsResponse, error)
+	GetGrant(ctx context.Context, in *GetGrantRequest, opts ...grpc.CallOption) (*GrantResponse, error)
+	RevokeGrant(ctx context.Context, in *RevokeGrantRequest, opts ...grpc.CallOption) (*GrantResponse, error)
 }
 
 type approvalAdminClient struct {
@@ -85,6 +95,46 @@ func (c *approvalAdminClient) WatchApprovals(ctx context.Context, in *WatchAppro
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ApprovalAdmin_WatchApprovalsClient = grpc.ServerStreamingClient[ApprovalEvent]
 
+func (c *approvalAdminClient) CreateGrant(ctx context.Context, in *CreateGrantRequest, opts ...grpc.CallOption) (*GrantResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GrantResponse)
+	err := c.cc.Invoke(ctx, ApprovalAdmin_CreateGrant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *approvalAdminClient) ListGrants(ctx context.Context, in *ListGrantsRequest, opts ...grpc.CallOption) (*ListGrantsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListGrantsResponse)
+	err := c.cc.Invoke(ctx, ApprovalAdmin_ListGrants_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *approvalAdminClient) GetGrant(ctx context.Context, in *GetGrantRequest, opts ...grpc.CallOption) (*GrantResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GrantResponse)
+	err := c.cc.Invoke(ctx, ApprovalAdmin_GetGrant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *approvalAdminClient) RevokeGrant(ctx context.Context, in *RevokeGrantRequest, opts ...grpc.CallOption) (*GrantResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GrantResponse)
+	err := c.cc.Invoke(ctx, ApprovalAdmin_RevokeGrant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ApprovalAdminServer is the server API for ApprovalAdmin service.
 // All implementations must embed UnimplementedApprovalAdminServer
 // for forward compatibility.
@@ -97,6 +147,12 @@ type ApprovalAdminServer interface {
 	// Resumable stream of approval events (from after_event_id); a trimmed id answers
 	// OUT_OF_RANGE so the client re-lists.
 	WatchApprovals(*WatchApprovalsRequest, grpc.ServerStreamingServer[ApprovalEvent]) error
+	// Standing grants (docs/approvals.md "Grants"). Creating one needs the approver roles the
+	// calls it covers would need; revoking takes effect at once on every replica.
+	CreateGrant(context.Context, *CreateGrantRequest) (*GrantResponse, error)
+	ListGrants(context.Context, *ListGrantsRequest) (*ListGrantsResponse, error)
+	GetGrant(context.Context, *GetGrantRequest) (*GrantResponse, error)
+	RevokeGrant(context.Context, *RevokeGrantRequest) (*GrantResponse, error)
 	mustEmbedUnimplementedApprovalAdminServer()
 }
 
@@ -115,6 +171,18 @@ func (UnimplementedApprovalAdminServer) DecideApproval(context.Context, *DecideA
 }
 func (UnimplementedApprovalAdminServer) WatchApprovals(*WatchApprovalsRequest, grpc.ServerStreamingServer[ApprovalEvent]) error {
 	return status.Error(codes.Unimplemented, "method WatchApprovals not implemented")
+}
+func (UnimplementedApprovalAdminServer) CreateGrant(context.Context, *CreateGrantRequest) (*GrantResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateGrant not implemented")
+}
+func (UnimplementedApprovalAdminServer) ListGrants(context.Context, *ListGrantsRequest) (*ListGrantsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListGrants not implemented")
+}
+func (UnimplementedApprovalAdminServer) GetGrant(context.Context, *GetGrantRequest) (*GrantResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetGrant not implemented")
+}
+func (UnimplementedApprovalAdminServer) RevokeGrant(context.Context, *RevokeGrantRequest) (*GrantResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeGrant not implemented")
 }
 func (UnimplementedApprovalAdminServer) mustEmbedUnimplementedApprovalAdminServer() {}
 func (UnimplementedApprovalAdminServer) testEmbeddedByValue()                       {}
@@ -184,6 +252,78 @@ func _ApprovalAdmin_WatchApprovals_Handler(srv interface{}, stream grpc.ServerSt
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ApprovalAdmin_WatchApprovalsServer = grpc.ServerStreamingServer[ApprovalEvent]
 
+func _ApprovalAdmin_CreateGrant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateGrantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ApprovalAdminServer).CreateGrant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ApprovalAdmin_CreateGrant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ApprovalAdminServer).CreateGrant(ctx, req.(*CreateGrantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ApprovalAdmin_ListGrants_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListGrantsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ApprovalAdminServer).ListGrants(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ApprovalAdmin_ListGrants_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ApprovalAdminServer).ListGrants(ctx, req.(*ListGrantsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ApprovalAdmin_GetGrant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetGrantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ApprovalAdminServer).GetGrant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ApprovalAdmin_GetGrant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ApprovalAdminServer).GetGrant(ctx, req.(*GetGrantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ApprovalAdmin_RevokeGrant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeGrantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ApprovalAdminServer).RevokeGrant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ApprovalAdmin_RevokeGrant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ApprovalAdminServer).RevokeGrant(ctx, req.(*RevokeGrantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ApprovalAdmin_ServiceDesc is the grpc.ServiceDesc for ApprovalAdmin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -198,6 +338,22 @@ var ApprovalAdmin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DecideApproval",
 			Handler:    _ApprovalAdmin_DecideApproval_Handler,
+		},
+		{
+			MethodName: "CreateGrant",
+			Handler:    _ApprovalAdmin_CreateGrant_Handler,
+		},
+		{
+			MethodName: "ListGrants",
+			Handler:    _ApprovalAdmin_ListGrants_Handler,
+		},
+		{
+			MethodName: "GetGrant",
+			Handler:    _ApprovalAdmin_GetGrant_Handler,
+		},
+		{
+			MethodName: "RevokeGrant",
+			Handler:    _ApprovalAdmin_RevokeGrant_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -449,6 +449,13 @@ type ExecutionResult struct {
 	ApprovalId string `protobuf:"bytes,6,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
 	// Config and policy revision used from start to end.
 	Revision string `protobuf:"bytes,7,opt,name=revision,proto3" json:"revision,omitempty"`
+	// Set when a standing grant stood in for the approval this call needed (ADR 0038).
+	GrantId string `protobuf:"bytes,8,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`
+	// Set on a Resume whose approver edited the input (ADR 0040): the edited input ran.
+	Edited bool `protobuf:"varint,9,opt,name=edited,proto3" json:"edited,omitempty"`
+	// RFC 6902 JSON Patch from the requester's input to the executed one (after
+	// redact.approval_input), as JSON text; empty unless edited.
+	PatchJson string `protobuf:"bytes,14,opt,name=patch_json,json=patchJson,proto3" json:"patch_json,omitempty"`
 	// Types that are valid to be assigned to Outcome:
 	//
 	//	*ExecutionResult_Completed
@@ -535,6 +542,27 @@ func (x *ExecutionResult) GetApprovalId() string {
 func (x *ExecutionResult) GetRevision() string {
 	if x != nil {
 		return x.Revision
+	}
+	return ""
+}
+
+func (x *ExecutionResult) GetGrantId() string {
+	if x != nil {
+		return x.GrantId
+	}
+	return ""
+}
+
+func (x *ExecutionResult) GetEdited() bool {
+	if x != nil {
+		return x.Edited
+	}
+	return false
+}
+
+func (x *ExecutionResult) GetPatchJson() string {
+	if x != nil {
+		return x.PatchJson
 	}
 	return ""
 }
@@ -767,8 +795,11 @@ type CheckResponse struct {
 	Stances         []*PolicyStance `protobuf:"bytes,3,rep,name=stances,proto3" json:"stances,omitempty"`
 	ApprovalReasons []string        `protobuf:"bytes,4,rep,name=approval_reasons,json=approvalReasons,proto3" json:"approval_reasons,omitempty"`
 	Revision        string          `protobuf:"bytes,5,opt,name=revision,proto3" json:"revision,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// With DECISION_REQUIRE_APPROVAL: the live grant that Invoke would use instead of asking
+	// (nothing is used by a Check); empty when none applies now.
+	GrantId       string `protobuf:"bytes,6,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CheckResponse) Reset() {
@@ -832,6 +863,13 @@ func (x *CheckResponse) GetApprovalReasons() []string {
 func (x *CheckResponse) GetRevision() string {
 	if x != nil {
 		return x.Revision
+	}
+	return ""
+}
+
+func (x *CheckResponse) GetGrantId() string {
+	if x != nil {
+		return x.GrantId
 	}
 	return ""
 }
@@ -1023,7 +1061,7 @@ const file_capgate_v1_gateway_proto_rawDesc = "" +
 	"\voutput_json\x18\x01 \x01(\tR\n" +
 	"outputJson\"D\n" +
 	"\x10ApprovalRequired\x120\n" +
-	"\bapproval\x18\x01 \x01(\v2\x14.capgate.v1.ApprovalR\bapproval\"\xb1\x04\n" +
+	"\bapproval\x18\x01 \x01(\v2\x14.capgate.v1.ApprovalR\bapproval\"\x83\x05\n" +
 	"\x0fExecutionResult\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12#\n" +
 	"\rcapability_id\x18\x02 \x01(\tR\fcapabilityId\x12\x1a\n" +
@@ -1032,7 +1070,11 @@ const file_capgate_v1_gateway_proto_rawDesc = "" +
 	"\x0fexecution_state\x18\x05 \x01(\x0e2\x1a.capgate.v1.ExecutionStateR\x0eexecutionState\x12\x1f\n" +
 	"\vapproval_id\x18\x06 \x01(\tR\n" +
 	"approvalId\x12\x1a\n" +
-	"\brevision\x18\a \x01(\tR\brevision\x125\n" +
+	"\brevision\x18\a \x01(\tR\brevision\x12\x19\n" +
+	"\bgrant_id\x18\b \x01(\tR\agrantId\x12\x16\n" +
+	"\x06edited\x18\t \x01(\bR\x06edited\x12\x1d\n" +
+	"\n" +
+	"patch_json\x18\x0e \x01(\tR\tpatchJson\x125\n" +
 	"\tcompleted\x18\n" +
 	" \x01(\v2\x15.capgate.v1.CompletedH\x00R\tcompleted\x12K\n" +
 	"\x11approval_required\x18\v \x01(\v2\x1c.capgate.v1.ApprovalRequiredH\x00R\x10approvalRequired\x125\n" +
@@ -1053,13 +1095,14 @@ const file_capgate_v1_gateway_proto_rawDesc = "" +
 	"\x06effect\x18\x03 \x01(\x0e2\x14.capgate.v1.DecisionR\x06effect\x12\x12\n" +
 	"\x04rule\x18\x04 \x01(\x05R\x04rule\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x12\x14\n" +
-	"\x05error\x18\x06 \x01(\tR\x05error\"\xef\x01\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"\x8a\x02\n" +
 	"\rCheckResponse\x120\n" +
 	"\bdecision\x18\x01 \x01(\x0e2\x14.capgate.v1.DecisionR\bdecision\x121\n" +
 	"\x05error\x18\x02 \x01(\v2\x1b.capgate.v1.CapabilityErrorR\x05error\x122\n" +
 	"\astances\x18\x03 \x03(\v2\x18.capgate.v1.PolicyStanceR\astances\x12)\n" +
 	"\x10approval_reasons\x18\x04 \x03(\tR\x0fapprovalReasons\x12\x1a\n" +
-	"\brevision\x18\x05 \x01(\tR\brevision\"5\n" +
+	"\brevision\x18\x05 \x01(\tR\brevision\x12\x19\n" +
+	"\bgrant_id\x18\x06 \x01(\tR\agrantId\"5\n" +
 	"\x12GetApprovalRequest\x12\x1f\n" +
 	"\vapproval_id\x18\x01 \x01(\tR\n" +
 	"approvalId\"k\n" +

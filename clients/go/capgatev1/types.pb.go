@@ -336,6 +336,63 @@ func (ApprovalStatus) EnumDescriptor() ([]byte, []int) {
 	return file_capgate_v1_types_proto_rawDescGZIP(), []int{3}
 }
 
+// GrantStatus is the life of one standing grant.
+type GrantStatus int32
+
+const (
+	GrantStatus_GRANT_STATUS_UNSPECIFIED GrantStatus = 0
+	GrantStatus_GRANT_STATUS_ACTIVE      GrantStatus = 1
+	GrantStatus_GRANT_STATUS_REVOKED     GrantStatus = 2
+	// max_uses or max_total reached.
+	GrantStatus_GRANT_STATUS_EXHAUSTED GrantStatus = 3
+	GrantStatus_GRANT_STATUS_EXPIRED   GrantStatus = 4
+)
+
+// Enum value maps for GrantStatus.
+var (
+	GrantStatus_name = map[int32]string{
+		0: "GRANT_STATUS_UNSPECIFIED",
+		1: "GRANT_STATUS_ACTIVE",
+		2: "GRANT_STATUS_REVOKED",
+		3: "GRANT_STATUS_EXHAUSTED",
+		4: "GRANT_STATUS_EXPIRED",
+	}
+	GrantStatus_value = map[string]int32{
+		"GRANT_STATUS_UNSPECIFIED": 0,
+		"GRANT_STATUS_ACTIVE":      1,
+		"GRANT_STATUS_REVOKED":     2,
+		"GRANT_STATUS_EXHAUSTED":   3,
+		"GRANT_STATUS_EXPIRED":     4,
+	}
+)
+
+func (x GrantStatus) Enum() *GrantStatus {
+	p := new(GrantStatus)
+	*p = x
+	return p
+}
+
+func (x GrantStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (GrantStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_capgate_v1_types_proto_enumTypes[4].Descriptor()
+}
+
+func (GrantStatus) Type() protoreflect.EnumType {
+	return &file_capgate_v1_types_proto_enumTypes[4]
+}
+
+func (x GrantStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use GrantStatus.Descriptor instead.
+func (GrantStatus) EnumDescriptor() ([]byte, []int) {
+	return file_capgate_v1_types_proto_rawDescGZIP(), []int{4}
+}
+
 // Issue is one input-validation problem: a JSON path and a message that never echoes values.
 type Issue struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -656,8 +713,29 @@ type Approval struct {
 	// ApprovalAdmin only. True when the gateway refuses an approval decided by its own
 	// requester (approvals.reject_self_approval).
 	SelfApprovalRefused bool `protobuf:"varint,23,opt,name=self_approval_refused,json=selfApprovalRefused,proto3" json:"self_approval_refused,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Approve with edits (docs/approvals.md "Edits"): true once an approver changed the input.
+	// `input_hash` is then the edited input's hash and `original_input_hash` the requester's.
+	Edited            bool   `protobuf:"varint,24,opt,name=edited,proto3" json:"edited,omitempty"`
+	OriginalInputHash string `protobuf:"bytes,25,opt,name=original_input_hash,json=originalInputHash,proto3" json:"original_input_hash,omitempty"`
+	// RFC 6902 JSON Patch from the requester's input to the edited one, as JSON text, computed
+	// on both inputs after the capability's redact.approval_input rules. Empty unless edited.
+	PatchJson string `protobuf:"bytes,26,opt,name=patch_json,json=patchJson,proto3" json:"patch_json,omitempty"`
+	EditedBy  *Actor `protobuf:"bytes,27,opt,name=edited_by,json=editedBy,proto3" json:"edited_by,omitempty"`
+	// Quorum (docs/approvals.md "Quorum"): approvals needed (1 unless a requirement says more)
+	// and approvals counted so far for the current input ("1 of 2").
+	Quorum            int32 `protobuf:"varint,28,opt,name=quorum,proto3" json:"quorum,omitempty"`
+	ApprovalsReceived int32 `protobuf:"varint,29,opt,name=approvals_received,json=approvalsReceived,proto3" json:"approvals_received,omitempty"`
+	// Roles that must each be held by a different approver, e.g. finance and risk.
+	DistinctRoles []string `protobuf:"bytes,30,rep,name=distinct_roles,json=distinctRoles,proto3" json:"distinct_roles,omitempty"`
+	// ApprovalAdmin only: who approved so far (distinct by (issuer, id)).
+	ApprovedBy []*Actor `protobuf:"bytes,31,rep,name=approved_by,json=approvedBy,proto3" json:"approved_by,omitempty"`
+	// Escalation (docs/approvals.md "Escalation"): set once the approval stayed undecided past
+	// its requirement's escalate_after; from then on holders of escalation_roles may decide too.
+	EscalatedAt     *timestamppb.Timestamp `protobuf:"bytes,32,opt,name=escalated_at,json=escalatedAt,proto3" json:"escalated_at,omitempty"`
+	EscalationRoles []string               `protobuf:"bytes,33,rep,name=escalation_roles,json=escalationRoles,proto3" json:"escalation_roles,omitempty"`
+	EscalateAt      *timestamppb.Timestamp `protobuf:"bytes,34,opt,name=escalate_at,json=escalateAt,proto3" json:"escalate_at,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Approval) Reset() {
@@ -851,6 +929,299 @@ func (x *Approval) GetSelfApprovalRefused() bool {
 	return false
 }
 
+func (x *Approval) GetEdited() bool {
+	if x != nil {
+		return x.Edited
+	}
+	return false
+}
+
+func (x *Approval) GetOriginalInputHash() string {
+	if x != nil {
+		return x.OriginalInputHash
+	}
+	return ""
+}
+
+func (x *Approval) GetPatchJson() string {
+	if x != nil {
+		return x.PatchJson
+	}
+	return ""
+}
+
+func (x *Approval) GetEditedBy() *Actor {
+	if x != nil {
+		return x.EditedBy
+	}
+	return nil
+}
+
+func (x *Approval) GetQuorum() int32 {
+	if x != nil {
+		return x.Quorum
+	}
+	return 0
+}
+
+func (x *Approval) GetApprovalsReceived() int32 {
+	if x != nil {
+		return x.ApprovalsReceived
+	}
+	return 0
+}
+
+func (x *Approval) GetDistinctRoles() []string {
+	if x != nil {
+		return x.DistinctRoles
+	}
+	return nil
+}
+
+func (x *Approval) GetApprovedBy() []*Actor {
+	if x != nil {
+		return x.ApprovedBy
+	}
+	return nil
+}
+
+func (x *Approval) GetEscalatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EscalatedAt
+	}
+	return nil
+}
+
+func (x *Approval) GetEscalationRoles() []string {
+	if x != nil {
+		return x.EscalationRoles
+	}
+	return nil
+}
+
+func (x *Approval) GetEscalateAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EscalateAt
+	}
+	return nil
+}
+
+// Grant is a standing approval (docs/approvals.md "Grants", ADR 0038): calls it covers that
+// policies send to approval skip the approval gate, each use taken atomically in Redis.
+type Grant struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Id     string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Status GrantStatus            `protobuf:"varint,2,opt,name=status,proto3,enum=capgate.v1.GrantStatus" json:"status,omitempty"`
+	// Whom it covers: one actor (issuer and id set) or every actor holding `role` (one of two).
+	Actor *Actor `protobuf:"bytes,3,opt,name=actor,proto3" json:"actor,omitempty"`
+	Role  string `protobuf:"bytes,4,opt,name=role,proto3" json:"role,omitempty"`
+	// What it covers: one capability or every capability carrying `tag` (one of two).
+	CapabilityId string `protobuf:"bytes,5,opt,name=capability_id,json=capabilityId,proto3" json:"capability_id,omitempty"`
+	Tag          string `protobuf:"bytes,6,opt,name=tag,proto3" json:"tag,omitempty"`
+	// CEL over `input` (and `actor`), true when the call is covered; empty covers any input.
+	Constraint string                 `protobuf:"bytes,7,opt,name=constraint,proto3" json:"constraint,omitempty"`
+	CreatedAt  *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	ExpiresAt  *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// 0: no cap on the number of uses.
+	MaxUses int64 `protobuf:"varint,10,opt,name=max_uses,json=maxUses,proto3" json:"max_uses,omitempty"`
+	Uses    int64 `protobuf:"varint,11,opt,name=uses,proto3" json:"uses,omitempty"`
+	// CEL amount expression over `input` (as budgets have) and the cap on its total; empty / 0:
+	// no total.
+	Amount    string  `protobuf:"bytes,12,opt,name=amount,proto3" json:"amount,omitempty"`
+	MaxTotal  float64 `protobuf:"fixed64,13,opt,name=max_total,json=maxTotal,proto3" json:"max_total,omitempty"`
+	Total     float64 `protobuf:"fixed64,14,opt,name=total,proto3" json:"total,omitempty"`
+	CreatedBy *Actor  `protobuf:"bytes,15,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	// Set when an allow-listed inbox created it for the human in created_by.
+	CreatedVia *Actor `protobuf:"bytes,16,opt,name=created_via,json=createdVia,proto3" json:"created_via,omitempty"`
+	Note       string `protobuf:"bytes,17,opt,name=note,proto3" json:"note,omitempty"`
+	// The approval it was created from, if any.
+	FromApprovalId string                 `protobuf:"bytes,18,opt,name=from_approval_id,json=fromApprovalId,proto3" json:"from_approval_id,omitempty"`
+	RevokedAt      *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
+	RevokedBy      *Actor                 `protobuf:"bytes,20,opt,name=revoked_by,json=revokedBy,proto3" json:"revoked_by,omitempty"`
+	// The roles its creator held as an approver: a call whose approval needs any other role is
+	// not covered by it.
+	ApproverRoles []string `protobuf:"bytes,21,rep,name=approver_roles,json=approverRoles,proto3" json:"approver_roles,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Grant) Reset() {
+	*x = Grant{}
+	mi := &file_capgate_v1_types_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Grant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Grant) ProtoMessage() {}
+
+func (x *Grant) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_types_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Grant.ProtoReflect.Descriptor instead.
+func (*Grant) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_types_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Grant) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Grant) GetStatus() GrantStatus {
+	if x != nil {
+		return x.Status
+	}
+	return GrantStatus_GRANT_STATUS_UNSPECIFIED
+}
+
+func (x *Grant) GetActor() *Actor {
+	if x != nil {
+		return x.Actor
+	}
+	return nil
+}
+
+func (x *Grant) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *Grant) GetCapabilityId() string {
+	if x != nil {
+		return x.CapabilityId
+	}
+	return ""
+}
+
+func (x *Grant) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+func (x *Grant) GetConstraint() string {
+	if x != nil {
+		return x.Constraint
+	}
+	return ""
+}
+
+func (x *Grant) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *Grant) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *Grant) GetMaxUses() int64 {
+	if x != nil {
+		return x.MaxUses
+	}
+	return 0
+}
+
+func (x *Grant) GetUses() int64 {
+	if x != nil {
+		return x.Uses
+	}
+	return 0
+}
+
+func (x *Grant) GetAmount() string {
+	if x != nil {
+		return x.Amount
+	}
+	return ""
+}
+
+func (x *Grant) GetMaxTotal() float64 {
+	if x != nil {
+		return x.MaxTotal
+	}
+	return 0
+}
+
+func (x *Grant) GetTotal() float64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *Grant) GetCreatedBy() *Actor {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return nil
+}
+
+func (x *Grant) GetCreatedVia() *Actor {
+	if x != nil {
+		return x.CreatedVia
+	}
+	return nil
+}
+
+func (x *Grant) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *Grant) GetFromApprovalId() string {
+	if x != nil {
+		return x.FromApprovalId
+	}
+	return ""
+}
+
+func (x *Grant) GetRevokedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RevokedAt
+	}
+	return nil
+}
+
+func (x *Grant) GetRevokedBy() *Actor {
+	if x != nil {
+		return x.RevokedBy
+	}
+	return nil
+}
+
+func (x *Grant) GetApproverRoles() []string {
+	if x != nil {
+		return x.ApproverRoles
+	}
+	return nil
+}
+
 var File_capgate_v1_types_proto protoreflect.FileDescriptor
 
 const file_capgate_v1_types_proto_rawDesc = "" +
@@ -877,7 +1248,7 @@ const file_capgate_v1_types_proto_rawDesc = "" +
 	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x14\n" +
 	"\x05roles\x18\x04 \x03(\tR\x05roles\"*\n" +
 	"\x12ApproverConstraint\x12\x14\n" +
-	"\x05roles\x18\x01 \x03(\tR\x05roles\"\xe9\a\n" +
+	"\x05roles\x18\x01 \x03(\tR\x05roles\"\xc9\v\n" +
 	"\bApproval\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\rcapability_id\x18\x02 \x01(\tR\fcapabilityId\x122\n" +
@@ -910,7 +1281,52 @@ const file_capgate_v1_types_proto_rawDesc = "" +
 	"\asurface\x18\x14 \x01(\tR\asurface\x125\n" +
 	"\x16capability_description\x18\x15 \x01(\tR\x15capabilityDescription\x123\n" +
 	"\x16requester_on_behalf_of\x18\x16 \x01(\tR\x13requesterOnBehalfOf\x122\n" +
-	"\x15self_approval_refused\x18\x17 \x01(\bR\x13selfApprovalRefused*\xf7\a\n" +
+	"\x15self_approval_refused\x18\x17 \x01(\bR\x13selfApprovalRefused\x12\x16\n" +
+	"\x06edited\x18\x18 \x01(\bR\x06edited\x12.\n" +
+	"\x13original_input_hash\x18\x19 \x01(\tR\x11originalInputHash\x12\x1d\n" +
+	"\n" +
+	"patch_json\x18\x1a \x01(\tR\tpatchJson\x12.\n" +
+	"\tedited_by\x18\x1b \x01(\v2\x11.capgate.v1.ActorR\beditedBy\x12\x16\n" +
+	"\x06quorum\x18\x1c \x01(\x05R\x06quorum\x12-\n" +
+	"\x12approvals_received\x18\x1d \x01(\x05R\x11approvalsReceived\x12%\n" +
+	"\x0edistinct_roles\x18\x1e \x03(\tR\rdistinctRoles\x122\n" +
+	"\vapproved_by\x18\x1f \x03(\v2\x11.capgate.v1.ActorR\n" +
+	"approvedBy\x12=\n" +
+	"\fescalated_at\x18  \x01(\v2\x1a.google.protobuf.TimestampR\vescalatedAt\x12)\n" +
+	"\x10escalation_roles\x18! \x03(\tR\x0fescalationRoles\x12;\n" +
+	"\vescalate_at\x18\" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"escalateAt\"\x84\x06\n" +
+	"\x05Grant\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12/\n" +
+	"\x06status\x18\x02 \x01(\x0e2\x17.capgate.v1.GrantStatusR\x06status\x12'\n" +
+	"\x05actor\x18\x03 \x01(\v2\x11.capgate.v1.ActorR\x05actor\x12\x12\n" +
+	"\x04role\x18\x04 \x01(\tR\x04role\x12#\n" +
+	"\rcapability_id\x18\x05 \x01(\tR\fcapabilityId\x12\x10\n" +
+	"\x03tag\x18\x06 \x01(\tR\x03tag\x12\x1e\n" +
+	"\n" +
+	"constraint\x18\a \x01(\tR\n" +
+	"constraint\x129\n" +
+	"\n" +
+	"created_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"expires_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x19\n" +
+	"\bmax_uses\x18\n" +
+	" \x01(\x03R\amaxUses\x12\x12\n" +
+	"\x04uses\x18\v \x01(\x03R\x04uses\x12\x16\n" +
+	"\x06amount\x18\f \x01(\tR\x06amount\x12\x1b\n" +
+	"\tmax_total\x18\r \x01(\x01R\bmaxTotal\x12\x14\n" +
+	"\x05total\x18\x0e \x01(\x01R\x05total\x120\n" +
+	"\n" +
+	"created_by\x18\x0f \x01(\v2\x11.capgate.v1.ActorR\tcreatedBy\x122\n" +
+	"\vcreated_via\x18\x10 \x01(\v2\x11.capgate.v1.ActorR\n" +
+	"createdVia\x12\x12\n" +
+	"\x04note\x18\x11 \x01(\tR\x04note\x12(\n" +
+	"\x10from_approval_id\x18\x12 \x01(\tR\x0efromApprovalId\x129\n" +
+	"\n" +
+	"revoked_at\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x120\n" +
+	"\n" +
+	"revoked_by\x18\x14 \x01(\v2\x11.capgate.v1.ActorR\trevokedBy\x12%\n" +
+	"\x0eapprover_roles\x18\x15 \x03(\tR\rapproverRoles*\xf7\a\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fERROR_CODE_CAPABILITY_NOT_FOUND\x10\x01\x12\x1c\n" +
@@ -961,7 +1377,13 @@ const file_capgate_v1_types_proto_rawDesc = "" +
 	"\x18APPROVAL_STATUS_REJECTED\x10\x03\x12\x1b\n" +
 	"\x17APPROVAL_STATUS_EXPIRED\x10\x04\x12\x1c\n" +
 	"\x18APPROVAL_STATUS_CONSUMED\x10\x05\x12\x1c\n" +
-	"\x18APPROVAL_STATUS_EXECUTED\x10\x06BY\n" +
+	"\x18APPROVAL_STATUS_EXECUTED\x10\x06*\x94\x01\n" +
+	"\vGrantStatus\x12\x1c\n" +
+	"\x18GRANT_STATUS_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13GRANT_STATUS_ACTIVE\x10\x01\x12\x18\n" +
+	"\x14GRANT_STATUS_REVOKED\x10\x02\x12\x1a\n" +
+	"\x16GRANT_STATUS_EXHAUSTED\x10\x03\x12\x18\n" +
+	"\x14GRANT_STATUS_EXPIRED\x10\x04BY\n" +
 	"\x0edev.capgate.v1B\n" +
 	"TypesProtoP\x01Z9github.com/capgate/capgate/clients/go/capgatev1;capgatev1b\x06proto3"
 
@@ -977,39 +1399,53 @@ func file_capgate_v1_types_proto_rawDescGZIP() []byte {
 	return file_capgate_v1_types_proto_rawDescData
 }
 
-var file_capgate_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_capgate_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_capgate_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_capgate_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_capgate_v1_types_proto_goTypes = []any{
 	(ErrorCode)(0),                // 0: capgate.v1.ErrorCode
 	(ExecutionState)(0),           // 1: capgate.v1.ExecutionState
 	(Decision)(0),                 // 2: capgate.v1.Decision
 	(ApprovalStatus)(0),           // 3: capgate.v1.ApprovalStatus
-	(*Issue)(nil),                 // 4: capgate.v1.Issue
-	(*CapabilityError)(nil),       // 5: capgate.v1.CapabilityError
-	(*Actor)(nil),                 // 6: capgate.v1.Actor
-	(*ApproverConstraint)(nil),    // 7: capgate.v1.ApproverConstraint
-	(*Approval)(nil),              // 8: capgate.v1.Approval
-	(*durationpb.Duration)(nil),   // 9: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(GrantStatus)(0),              // 4: capgate.v1.GrantStatus
+	(*Issue)(nil),                 // 5: capgate.v1.Issue
+	(*CapabilityError)(nil),       // 6: capgate.v1.CapabilityError
+	(*Actor)(nil),                 // 7: capgate.v1.Actor
+	(*ApproverConstraint)(nil),    // 8: capgate.v1.ApproverConstraint
+	(*Approval)(nil),              // 9: capgate.v1.Approval
+	(*Grant)(nil),                 // 10: capgate.v1.Grant
+	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
 }
 var file_capgate_v1_types_proto_depIdxs = []int32{
 	0,  // 0: capgate.v1.CapabilityError.code:type_name -> capgate.v1.ErrorCode
-	4,  // 1: capgate.v1.CapabilityError.issues:type_name -> capgate.v1.Issue
+	5,  // 1: capgate.v1.CapabilityError.issues:type_name -> capgate.v1.Issue
 	1,  // 2: capgate.v1.CapabilityError.execution_state:type_name -> capgate.v1.ExecutionState
-	9,  // 3: capgate.v1.CapabilityError.retry_after:type_name -> google.protobuf.Duration
+	11, // 3: capgate.v1.CapabilityError.retry_after:type_name -> google.protobuf.Duration
 	3,  // 4: capgate.v1.Approval.status:type_name -> capgate.v1.ApprovalStatus
-	10, // 5: capgate.v1.Approval.created_at:type_name -> google.protobuf.Timestamp
-	10, // 6: capgate.v1.Approval.expires_at:type_name -> google.protobuf.Timestamp
-	10, // 7: capgate.v1.Approval.decided_at:type_name -> google.protobuf.Timestamp
-	6,  // 8: capgate.v1.Approval.requester:type_name -> capgate.v1.Actor
-	6,  // 9: capgate.v1.Approval.decided_by:type_name -> capgate.v1.Actor
-	6,  // 10: capgate.v1.Approval.decided_via:type_name -> capgate.v1.Actor
-	7,  // 11: capgate.v1.Approval.approvers:type_name -> capgate.v1.ApproverConstraint
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	12, // 5: capgate.v1.Approval.created_at:type_name -> google.protobuf.Timestamp
+	12, // 6: capgate.v1.Approval.expires_at:type_name -> google.protobuf.Timestamp
+	12, // 7: capgate.v1.Approval.decided_at:type_name -> google.protobuf.Timestamp
+	7,  // 8: capgate.v1.Approval.requester:type_name -> capgate.v1.Actor
+	7,  // 9: capgate.v1.Approval.decided_by:type_name -> capgate.v1.Actor
+	7,  // 10: capgate.v1.Approval.decided_via:type_name -> capgate.v1.Actor
+	8,  // 11: capgate.v1.Approval.approvers:type_name -> capgate.v1.ApproverConstraint
+	7,  // 12: capgate.v1.Approval.edited_by:type_name -> capgate.v1.Actor
+	7,  // 13: capgate.v1.Approval.approved_by:type_name -> capgate.v1.Actor
+	12, // 14: capgate.v1.Approval.escalated_at:type_name -> google.protobuf.Timestamp
+	12, // 15: capgate.v1.Approval.escalate_at:type_name -> google.protobuf.Timestamp
+	4,  // 16: capgate.v1.Grant.status:type_name -> capgate.v1.GrantStatus
+	7,  // 17: capgate.v1.Grant.actor:type_name -> capgate.v1.Actor
+	12, // 18: capgate.v1.Grant.created_at:type_name -> google.protobuf.Timestamp
+	12, // 19: capgate.v1.Grant.expires_at:type_name -> google.protobuf.Timestamp
+	7,  // 20: capgate.v1.Grant.created_by:type_name -> capgate.v1.Actor
+	7,  // 21: capgate.v1.Grant.created_via:type_name -> capgate.v1.Actor
+	12, // 22: capgate.v1.Grant.revoked_at:type_name -> google.protobuf.Timestamp
+	7,  // 23: capgate.v1.Grant.revoked_by:type_name -> capgate.v1.Actor
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_capgate_v1_types_proto_init() }
@@ -1022,8 +1458,8 @@ func file_capgate_v1_types_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_capgate_v1_types_proto_rawDesc), len(file_capgate_v1_types_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   5,
+			NumEnums:      5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

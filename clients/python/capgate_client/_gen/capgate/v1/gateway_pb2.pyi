@@ -84,7 +84,7 @@ class ApprovalRequired(_message.Message):
     def __init__(self, approval: _Optional[_Union[_types_pb2.Approval, _Mapping]] = ...) -> None: ...
 
 class ExecutionResult(_message.Message):
-    __slots__ = ("execution_id", "capability_id", "attempts", "duration", "execution_state", "approval_id", "revision", "completed", "approval_required", "failed", "cancelled")
+    __slots__ = ("execution_id", "capability_id", "attempts", "duration", "execution_state", "approval_id", "revision", "grant_id", "edited", "patch_json", "completed", "approval_required", "failed", "cancelled")
     EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
     CAPABILITY_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
@@ -92,6 +92,9 @@ class ExecutionResult(_message.Message):
     EXECUTION_STATE_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
+    GRANT_ID_FIELD_NUMBER: _ClassVar[int]
+    EDITED_FIELD_NUMBER: _ClassVar[int]
+    PATCH_JSON_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_REQUIRED_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
@@ -103,11 +106,14 @@ class ExecutionResult(_message.Message):
     execution_state: _types_pb2.ExecutionState
     approval_id: str
     revision: str
+    grant_id: str
+    edited: bool
+    patch_json: str
     completed: Completed
     approval_required: ApprovalRequired
     failed: _types_pb2.CapabilityError
     cancelled: _types_pb2.CapabilityError
-    def __init__(self, execution_id: _Optional[str] = ..., capability_id: _Optional[str] = ..., attempts: _Optional[int] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., execution_state: _Optional[_Union[_types_pb2.ExecutionState, str]] = ..., approval_id: _Optional[str] = ..., revision: _Optional[str] = ..., completed: _Optional[_Union[Completed, _Mapping]] = ..., approval_required: _Optional[_Union[ApprovalRequired, _Mapping]] = ..., failed: _Optional[_Union[_types_pb2.CapabilityError, _Mapping]] = ..., cancelled: _Optional[_Union[_types_pb2.CapabilityError, _Mapping]] = ...) -> None: ...
+    def __init__(self, execution_id: _Optional[str] = ..., capability_id: _Optional[str] = ..., attempts: _Optional[int] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., execution_state: _Optional[_Union[_types_pb2.ExecutionState, str]] = ..., approval_id: _Optional[str] = ..., revision: _Optional[str] = ..., grant_id: _Optional[str] = ..., edited: _Optional[bool] = ..., patch_json: _Optional[str] = ..., completed: _Optional[_Union[Completed, _Mapping]] = ..., approval_required: _Optional[_Union[ApprovalRequired, _Mapping]] = ..., failed: _Optional[_Union[_types_pb2.CapabilityError, _Mapping]] = ..., cancelled: _Optional[_Union[_types_pb2.CapabilityError, _Mapping]] = ...) -> None: ...
 
 class CheckRequest(_message.Message):
     __slots__ = ("capability_id", "input_json", "metadata")
@@ -143,18 +149,20 @@ class PolicyStance(_message.Message):
     def __init__(self, policy: _Optional[str] = ..., mode: _Optional[str] = ..., effect: _Optional[_Union[_types_pb2.Decision, str]] = ..., rule: _Optional[int] = ..., message: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
 
 class CheckResponse(_message.Message):
-    __slots__ = ("decision", "error", "stances", "approval_reasons", "revision")
+    __slots__ = ("decision", "error", "stances", "approval_reasons", "revision", "grant_id")
     DECISION_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     STANCES_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_REASONS_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
+    GRANT_ID_FIELD_NUMBER: _ClassVar[int]
     decision: _types_pb2.Decision
     error: _types_pb2.CapabilityError
     stances: _containers.RepeatedCompositeFieldContainer[PolicyStance]
     approval_reasons: _containers.RepeatedScalarFieldContainer[str]
     revision: str
-    def __init__(self, decision: _Optional[_Union[_types_pb2.Decision, str]] = ..., error: _Optional[_Union[_types_pb2.CapabilityError, _Mapping]] = ..., stances: _Optional[_Iterable[_Union[PolicyStance, _Mapping]]] = ..., approval_reasons: _Optional[_Iterable[str]] = ..., revision: _Optional[str] = ...) -> None: ...
+    grant_id: str
+    def __init__(self, decision: _Optional[_Union[_types_pb2.Decision, str]] = ..., error: _Optional[_Union[_types_pb2.CapabilityError, _Mapping]] = ..., stances: _Optional[_Iterable[_Union[PolicyStance, _Mapping]]] = ..., approval_reasons: _Optional[_Iterable[str]] = ..., revision: _Optional[str] = ..., grant_id: _Optional[str] = ...) -> None: ...
 
 class GetApprovalRequest(_message.Message):
     __slots__ = ("approval_id",)

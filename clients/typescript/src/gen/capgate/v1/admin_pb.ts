@@ -6,15 +6,17 @@ import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobu
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { CheckResponseSchema } from "./gateway_pb.js";
 import { file_capgate_v1_gateway } from "./gateway_pb.js";
-import type { Actor, Approval, ApprovalStatus, CapabilityError } from "./types_pb.js";
+import type { Actor, Approval, ApprovalStatus, CapabilityError, Grant, GrantStatus } from "./types_pb.js";
 import { file_capgate_v1_types } from "./types_pb.js";
+import type { Duration } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file capgate/v1/admin.proto.
  */
 export const file_capgate_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChZjYXBnYXRlL3YxL2FkbWluLnByb3RvEgpjYXBnYXRlLnYxIpgBChRMaXN0QXBwcm92YWxzUmVxdWVzdBIsCghzdGF0dXNlcxgBIAMoDjIaLmNhcGdhdGUudjEuQXBwcm92YWxTdGF0dXMSFQoNY2FwYWJpbGl0eV9pZBgCIAEoCRIUCgxyZXF1ZXN0ZXJfaWQYAyABKAkSEQoJcGFnZV9zaXplGAQgASgFEhIKCnBhZ2VfdG9rZW4YBSABKAkihQEKFUxpc3RBcHByb3ZhbHNSZXNwb25zZRInCglhcHByb3ZhbHMYASADKAsyFC5jYXBnYXRlLnYxLkFwcHJvdmFsEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRIqCgVlcnJvchgDIAEoCzIbLmNhcGdhdGUudjEuQ2FwYWJpbGl0eUVycm9yIp0BChVEZWNpZGVBcHByb3ZhbFJlcXVlc3QSEwoLYXBwcm92YWxfaWQYASABKAkSJAoHdmVyZGljdBgCIAEoDjITLmNhcGdhdGUudjEuVmVyZGljdBIMCgRub3RlGAMgASgJEhIKCmlucHV0X2hhc2gYBCABKAkSJwoMb25fYmVoYWxmX29mGAUgASgLMhEuY2FwZ2F0ZS52MS5BY3RvciJsChZEZWNpZGVBcHByb3ZhbFJlc3BvbnNlEiYKCGFwcHJvdmFsGAEgASgLMhQuY2FwZ2F0ZS52MS5BcHByb3ZhbBIqCgVlcnJvchgCIAEoCzIbLmNhcGdhdGUudjEuQ2FwYWJpbGl0eUVycm9yIi8KFVdhdGNoQXBwcm92YWxzUmVxdWVzdBIWCg5hZnRlcl9ldmVudF9pZBgBIAEoCSJXCg1BcHByb3ZhbEV2ZW50EhAKCGV2ZW50X2lkGAEgASgJEgwKBHR5cGUYAiABKAkSJgoIYXBwcm92YWwYAyABKAsyFC5jYXBnYXRlLnYxLkFwcHJvdmFsIn0KDkV4cGxhaW5SZXF1ZXN0EhUKDWNhcGFiaWxpdHlfaWQYASABKAkSEgoKaW5wdXRfanNvbhgCIAEoDBIPCgdzdXJmYWNlGAMgASgJEiAKBWFjdG9yGAQgASgLMhEuY2FwZ2F0ZS52MS5BY3RvchINCgVwaGFzZRgFIAEoCSIqChFQdXJnZUNhY2hlUmVxdWVzdBIVCg1jYXBhYmlsaXR5X2lkGAEgASgJIiUKElB1cmdlQ2FjaGVSZXNwb25zZRIPCgdkZWxldGVkGAEgASgDKksKB1ZlcmRpY3QSFwoTVkVSRElDVF9VTlNQRUNJRklFRBAAEhMKD1ZFUkRJQ1RfQVBQUk9WRRABEhIKDlZFUkRJQ1RfUkVKRUNUEAIykAIKDUFwcHJvdmFsQWRtaW4SVAoNTGlzdEFwcHJvdmFscxIgLmNhcGdhdGUudjEuTGlzdEFwcHJvdmFsc1JlcXVlc3QaIS5jYXBnYXRlLnYxLkxpc3RBcHByb3ZhbHNSZXNwb25zZRJXCg5EZWNpZGVBcHByb3ZhbBIhLmNhcGdhdGUudjEuRGVjaWRlQXBwcm92YWxSZXF1ZXN0GiIuY2FwZ2F0ZS52MS5EZWNpZGVBcHByb3ZhbFJlc3BvbnNlElAKDldhdGNoQXBwcm92YWxzEiEuY2FwZ2F0ZS52MS5XYXRjaEFwcHJvdmFsc1JlcXVlc3QaGS5jYXBnYXRlLnYxLkFwcHJvdmFsRXZlbnQwATJPCgtQb2xpY3lBZG1pbhJACgdFeHBsYWluEhouY2FwZ2F0ZS52MS5FeHBsYWluUmVxdWVzdBoZLmNhcGdhdGUudjEuQ2hlY2tSZXNwb25zZTJZCgpDYWNoZUFkbWluEksKClB1cmdlQ2FjaGUSHS5jYXBnYXRlLnYxLlB1cmdlQ2FjaGVSZXF1ZXN0Gh4uY2FwZ2F0ZS52MS5QdXJnZUNhY2hlUmVzcG9uc2VCWQoOZGV2LmNhcGdhdGUudjFCCkFkbWluUHJvdG9QAVo5Z2l0aHViLmNvbS9jYXBnYXRlL2NhcGdhdGUvY2xpZW50cy9nby9jYXBnYXRldjE7Y2FwZ2F0ZXYxYgZwcm90bzM", [file_capgate_v1_gateway, file_capgate_v1_types]);
+  fileDesc("ChZjYXBnYXRlL3YxL2FkbWluLnByb3RvEgpjYXBnYXRlLnYxIpgBChRMaXN0QXBwcm92YWxzUmVxdWVzdBIsCghzdGF0dXNlcxgBIAMoDjIaLmNhcGdhdGUudjEuQXBwcm92YWxTdGF0dXMSFQoNY2FwYWJpbGl0eV9pZBgCIAEoCRIUCgxyZXF1ZXN0ZXJfaWQYAyABKAkSEQoJcGFnZV9zaXplGAQgASgFEhIKCnBhZ2VfdG9rZW4YBSABKAkihQEKFUxpc3RBcHByb3ZhbHNSZXNwb25zZRInCglhcHByb3ZhbHMYASADKAsyFC5jYXBnYXRlLnYxLkFwcHJvdmFsEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRIqCgVlcnJvchgDIAEoCzIbLmNhcGdhdGUudjEuQ2FwYWJpbGl0eUVycm9yIrgBChVEZWNpZGVBcHByb3ZhbFJlcXVlc3QSEwoLYXBwcm92YWxfaWQYASABKAkSJAoHdmVyZGljdBgCIAEoDjITLmNhcGdhdGUudjEuVmVyZGljdBIMCgRub3RlGAMgASgJEhIKCmlucHV0X2hhc2gYBCABKAkSJwoMb25fYmVoYWxmX29mGAUgASgLMhEuY2FwZ2F0ZS52MS5BY3RvchIZChFlZGl0ZWRfaW5wdXRfanNvbhgGIAEoDCJsChZEZWNpZGVBcHByb3ZhbFJlc3BvbnNlEiYKCGFwcHJvdmFsGAEgASgLMhQuY2FwZ2F0ZS52MS5BcHByb3ZhbBIqCgVlcnJvchgCIAEoCzIbLmNhcGdhdGUudjEuQ2FwYWJpbGl0eUVycm9yIi8KFVdhdGNoQXBwcm92YWxzUmVxdWVzdBIWCg5hZnRlcl9ldmVudF9pZBgBIAEoCSJXCg1BcHByb3ZhbEV2ZW50EhAKCGV2ZW50X2lkGAEgASgJEgwKBHR5cGUYAiABKAkSJgoIYXBwcm92YWwYAyABKAsyFC5jYXBnYXRlLnYxLkFwcHJvdmFsIrECChJDcmVhdGVHcmFudFJlcXVlc3QSIAoFYWN0b3IYASABKAsyES5jYXBnYXRlLnYxLkFjdG9yEgwKBHJvbGUYAiABKAkSFQoNY2FwYWJpbGl0eV9pZBgDIAEoCRILCgN0YWcYBCABKAkSEgoKY29uc3RyYWludBgFIAEoCRItCgpleHBpcmVzX2luGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCG1heF91c2VzGAcgASgDEg4KBmFtb3VudBgIIAEoCRIRCgltYXhfdG90YWwYCSABKAESDAoEbm90ZRgKIAEoCRIYChBmcm9tX2FwcHJvdmFsX2lkGAsgASgJEicKDG9uX2JlaGFsZl9vZhgMIAEoCzIRLmNhcGdhdGUudjEuQWN0b3IiXQoNR3JhbnRSZXNwb25zZRIgCgVncmFudBgBIAEoCzIRLmNhcGdhdGUudjEuR3JhbnQSKgoFZXJyb3IYAiABKAsyGy5jYXBnYXRlLnYxLkNhcGFiaWxpdHlFcnJvciKOAQoRTGlzdEdyYW50c1JlcXVlc3QSKQoIc3RhdHVzZXMYASADKA4yFy5jYXBnYXRlLnYxLkdyYW50U3RhdHVzEhUKDWNhcGFiaWxpdHlfaWQYAiABKAkSEAoIYWN0b3JfaWQYAyABKAkSEQoJcGFnZV9zaXplGAQgASgFEhIKCnBhZ2VfdG9rZW4YBSABKAkifAoSTGlzdEdyYW50c1Jlc3BvbnNlEiEKBmdyYW50cxgBIAMoCzIRLmNhcGdhdGUudjEuR3JhbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJEioKBWVycm9yGAMgASgLMhsuY2FwZ2F0ZS52MS5DYXBhYmlsaXR5RXJyb3IiIwoPR2V0R3JhbnRSZXF1ZXN0EhAKCGdyYW50X2lkGAEgASgJIl0KElJldm9rZUdyYW50UmVxdWVzdBIQCghncmFudF9pZBgBIAEoCRIMCgRub3RlGAIgASgJEicKDG9uX2JlaGFsZl9vZhgDIAEoCzIRLmNhcGdhdGUudjEuQWN0b3IifQoORXhwbGFpblJlcXVlc3QSFQoNY2FwYWJpbGl0eV9pZBgBIAEoCRISCgppbnB1dF9qc29uGAIgASgMEg8KB3N1cmZhY2UYAyABKAkSIAoFYWN0b3IYBCABKAsyES5jYXBnYXRlLnYxLkFjdG9yEg0KBXBoYXNlGAUgASgJIioKEVB1cmdlQ2FjaGVSZXF1ZXN0EhUKDWNhcGFiaWxpdHlfaWQYASABKAkiJQoSUHVyZ2VDYWNoZVJlc3BvbnNlEg8KB2RlbGV0ZWQYASABKAMqSwoHVmVyZGljdBIXChNWRVJESUNUX1VOU1BFQ0lGSUVEEAASEwoPVkVSRElDVF9BUFBST1ZFEAESEgoOVkVSRElDVF9SRUpFQ1QQAjK1BAoNQXBwcm92YWxBZG1pbhJUCg1MaXN0QXBwcm92YWxzEiAuY2FwZ2F0ZS52MS5MaXN0QXBwcm92YWxzUmVxdWVzdBohLmNhcGdhdGUudjEuTGlzdEFwcHJvdmFsc1Jlc3BvbnNlElcKDkRlY2lkZUFwcHJvdmFsEiEuY2FwZ2F0ZS52MS5EZWNpZGVBcHByb3ZhbFJlcXVlc3QaIi5jYXBnYXRlLnYxLkRlY2lkZUFwcHJvdmFsUmVzcG9uc2USUAoOV2F0Y2hBcHByb3ZhbHMSIS5jYXBnYXRlLnYxLldhdGNoQXBwcm92YWxzUmVxdWVzdBoZLmNhcGdhdGUudjEuQXBwcm92YWxFdmVudDABEkgKC0NyZWF0ZUdyYW50Eh4uY2FwZ2F0ZS52MS5DcmVhdGVHcmFudFJlcXVlc3QaGS5jYXBnYXRlLnYxLkdyYW50UmVzcG9uc2USSwoKTGlzdEdyYW50cxIdLmNhcGdhdGUudjEuTGlzdEdyYW50c1JlcXVlc3QaHi5jYXBnYXRlLnYxLkxpc3RHcmFudHNSZXNwb25zZRJCCghHZXRHcmFudBIbLmNhcGdhdGUudjEuR2V0R3JhbnRSZXF1ZXN0GhkuY2FwZ2F0ZS52MS5HcmFudFJlc3BvbnNlEkgKC1Jldm9rZUdyYW50Eh4uY2FwZ2F0ZS52MS5SZXZva2VHcmFudFJlcXVlc3QaGS5jYXBnYXRlLnYxLkdyYW50UmVzcG9uc2UyTwoLUG9saWN5QWRtaW4SQAoHRXhwbGFpbhIaLmNhcGdhdGUudjEuRXhwbGFpblJlcXVlc3QaGS5jYXBnYXRlLnYxLkNoZWNrUmVzcG9uc2UyWQoKQ2FjaGVBZG1pbhJLCgpQdXJnZUNhY2hlEh0uY2FwZ2F0ZS52MS5QdXJnZUNhY2hlUmVxdWVzdBoeLmNhcGdhdGUudjEuUHVyZ2VDYWNoZVJlc3BvbnNlQlkKDmRldi5jYXBnYXRlLnYxQgpBZG1pblByb3RvUAFaOWdpdGh1Yi5jb20vY2FwZ2F0ZS9jYXBnYXRlL2NsaWVudHMvZ28vY2FwZ2F0ZXYxO2NhcGdhdGV2MWIGcHJvdG8z", [file_capgate_v1_gateway, file_capgate_v1_types, file_google_protobuf_duration]);
 
 /**
  * @generated from message capgate.v1.ListApprovalsRequest
@@ -114,6 +116,15 @@ export type DecideApprovalRequest = Message<"capgate.v1.DecideApprovalRequest"> 
    * @generated from field: capgate.v1.Actor on_behalf_of = 5;
    */
   onBehalfOf?: Actor | undefined;
+
+  /**
+   * Approve with edits (VERDICT_APPROVE only, capabilities with approval.editable): the
+   * changed input as UTF-8 JSON text; input_hash is still the hash of the input the approver
+   * saw. Validated and governed as the requester's call before anything is stored.
+   *
+   * @generated from field: bytes edited_input_json = 6;
+   */
+  editedInputJson: Uint8Array;
 };
 
 /**
@@ -174,7 +185,8 @@ export type ApprovalEvent = Message<"capgate.v1.ApprovalEvent"> & {
   eventId: string;
 
   /**
-   * requested, approved, rejected, expired, consumed, executed.
+   * requested, voted (a quorum approval counted, not yet approved), edited, approved,
+   * rejected, expired, escalated, consumed, released, executed.
    *
    * @generated from field: string type = 2;
    */
@@ -192,6 +204,220 @@ export type ApprovalEvent = Message<"capgate.v1.ApprovalEvent"> & {
  */
 export const ApprovalEventSchema: GenMessage<ApprovalEvent> = /*@__PURE__*/
   messageDesc(file_capgate_v1_admin, 5);
+
+/**
+ * @generated from message capgate.v1.CreateGrantRequest
+ */
+export type CreateGrantRequest = Message<"capgate.v1.CreateGrantRequest"> & {
+  /**
+   * Whom: an actor (issuer and id) or a role; with from_approval_id, the requester by default.
+   *
+   * @generated from field: capgate.v1.Actor actor = 1;
+   */
+  actor?: Actor | undefined;
+
+  /**
+   * @generated from field: string role = 2;
+   */
+  role: string;
+
+  /**
+   * What: a capability or a tag; with from_approval_id, its capability by default.
+   *
+   * @generated from field: string capability_id = 3;
+   */
+  capabilityId: string;
+
+  /**
+   * @generated from field: string tag = 4;
+   */
+  tag: string;
+
+  /**
+   * CEL over `input`; type-checked now against the capability's input schema.
+   *
+   * @generated from field: string constraint = 5;
+   */
+  constraint: string;
+
+  /**
+   * How long it lives; at most approvals.grants.max_expires_in (required).
+   *
+   * @generated from field: google.protobuf.Duration expires_in = 6;
+   */
+  expiresIn?: Duration | undefined;
+
+  /**
+   * @generated from field: int64 max_uses = 7;
+   */
+  maxUses: bigint;
+
+  /**
+   * @generated from field: string amount = 8;
+   */
+  amount: string;
+
+  /**
+   * @generated from field: double max_total = 9;
+   */
+  maxTotal: number;
+
+  /**
+   * @generated from field: string note = 10;
+   */
+  note: string;
+
+  /**
+   * Create it from a pending approval (which it does not decide; DecideApproval does).
+   *
+   * @generated from field: string from_approval_id = 11;
+   */
+  fromApprovalId: string;
+
+  /**
+   * @generated from field: capgate.v1.Actor on_behalf_of = 12;
+   */
+  onBehalfOf?: Actor | undefined;
+};
+
+/**
+ * Describes the message capgate.v1.CreateGrantRequest.
+ * Use `create(CreateGrantRequestSchema)` to create a new message.
+ */
+export const CreateGrantRequestSchema: GenMessage<CreateGrantRequest> = /*@__PURE__*/
+  messageDesc(file_capgate_v1_admin, 6);
+
+/**
+ * @generated from message capgate.v1.GrantResponse
+ */
+export type GrantResponse = Message<"capgate.v1.GrantResponse"> & {
+  /**
+   * @generated from field: capgate.v1.Grant grant = 1;
+   */
+  grant?: Grant | undefined;
+
+  /**
+   * @generated from field: capgate.v1.CapabilityError error = 2;
+   */
+  error?: CapabilityError | undefined;
+};
+
+/**
+ * Describes the message capgate.v1.GrantResponse.
+ * Use `create(GrantResponseSchema)` to create a new message.
+ */
+export const GrantResponseSchema: GenMessage<GrantResponse> = /*@__PURE__*/
+  messageDesc(file_capgate_v1_admin, 7);
+
+/**
+ * @generated from message capgate.v1.ListGrantsRequest
+ */
+export type ListGrantsRequest = Message<"capgate.v1.ListGrantsRequest"> & {
+  /**
+   * Defaults to ACTIVE.
+   *
+   * @generated from field: repeated capgate.v1.GrantStatus statuses = 1;
+   */
+  statuses: GrantStatus[];
+
+  /**
+   * @generated from field: string capability_id = 2;
+   */
+  capabilityId: string;
+
+  /**
+   * @generated from field: string actor_id = 3;
+   */
+  actorId: string;
+
+  /**
+   * @generated from field: int32 page_size = 4;
+   */
+  pageSize: number;
+
+  /**
+   * @generated from field: string page_token = 5;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message capgate.v1.ListGrantsRequest.
+ * Use `create(ListGrantsRequestSchema)` to create a new message.
+ */
+export const ListGrantsRequestSchema: GenMessage<ListGrantsRequest> = /*@__PURE__*/
+  messageDesc(file_capgate_v1_admin, 8);
+
+/**
+ * @generated from message capgate.v1.ListGrantsResponse
+ */
+export type ListGrantsResponse = Message<"capgate.v1.ListGrantsResponse"> & {
+  /**
+   * @generated from field: repeated capgate.v1.Grant grants = 1;
+   */
+  grants: Grant[];
+
+  /**
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+
+  /**
+   * @generated from field: capgate.v1.CapabilityError error = 3;
+   */
+  error?: CapabilityError | undefined;
+};
+
+/**
+ * Describes the message capgate.v1.ListGrantsResponse.
+ * Use `create(ListGrantsResponseSchema)` to create a new message.
+ */
+export const ListGrantsResponseSchema: GenMessage<ListGrantsResponse> = /*@__PURE__*/
+  messageDesc(file_capgate_v1_admin, 9);
+
+/**
+ * @generated from message capgate.v1.GetGrantRequest
+ */
+export type GetGrantRequest = Message<"capgate.v1.GetGrantRequest"> & {
+  /**
+   * @generated from field: string grant_id = 1;
+   */
+  grantId: string;
+};
+
+/**
+ * Describes the message capgate.v1.GetGrantRequest.
+ * Use `create(GetGrantRequestSchema)` to create a new message.
+ */
+export const GetGrantRequestSchema: GenMessage<GetGrantRequest> = /*@__PURE__*/
+  messageDesc(file_capgate_v1_admin, 10);
+
+/**
+ * @generated from message capgate.v1.RevokeGrantRequest
+ */
+export type RevokeGrantRequest = Message<"capgate.v1.RevokeGrantRequest"> & {
+  /**
+   * @generated from field: string grant_id = 1;
+   */
+  grantId: string;
+
+  /**
+   * @generated from field: string note = 2;
+   */
+  note: string;
+
+  /**
+   * @generated from field: capgate.v1.Actor on_behalf_of = 3;
+   */
+  onBehalfOf?: Actor | undefined;
+};
+
+/**
+ * Describes the message capgate.v1.RevokeGrantRequest.
+ * Use `create(RevokeGrantRequestSchema)` to create a new message.
+ */
+export const RevokeGrantRequestSchema: GenMessage<RevokeGrantRequest> = /*@__PURE__*/
+  messageDesc(file_capgate_v1_admin, 11);
 
 /**
  * @generated from message capgate.v1.ExplainRequest
@@ -230,7 +456,7 @@ export type ExplainRequest = Message<"capgate.v1.ExplainRequest"> & {
  * Use `create(ExplainRequestSchema)` to create a new message.
  */
 export const ExplainRequestSchema: GenMessage<ExplainRequest> = /*@__PURE__*/
-  messageDesc(file_capgate_v1_admin, 6);
+  messageDesc(file_capgate_v1_admin, 12);
 
 /**
  * @generated from message capgate.v1.PurgeCacheRequest
@@ -247,7 +473,7 @@ export type PurgeCacheRequest = Message<"capgate.v1.PurgeCacheRequest"> & {
  * Use `create(PurgeCacheRequestSchema)` to create a new message.
  */
 export const PurgeCacheRequestSchema: GenMessage<PurgeCacheRequest> = /*@__PURE__*/
-  messageDesc(file_capgate_v1_admin, 7);
+  messageDesc(file_capgate_v1_admin, 13);
 
 /**
  * @generated from message capgate.v1.PurgeCacheResponse
@@ -266,7 +492,7 @@ export type PurgeCacheResponse = Message<"capgate.v1.PurgeCacheResponse"> & {
  * Use `create(PurgeCacheResponseSchema)` to create a new message.
  */
 export const PurgeCacheResponseSchema: GenMessage<PurgeCacheResponse> = /*@__PURE__*/
-  messageDesc(file_capgate_v1_admin, 8);
+  messageDesc(file_capgate_v1_admin, 14);
 
 /**
  * @generated from enum capgate.v1.Verdict
@@ -327,6 +553,41 @@ export const ApprovalAdmin: GenService<{
     methodKind: "server_streaming";
     input: typeof WatchApprovalsRequestSchema;
     output: typeof ApprovalEventSchema;
+  },
+  /**
+   * Standing grants (docs/approvals.md "Grants"). Creating one needs the approver roles the
+   * calls it covers would need; revoking takes effect at once on every replica.
+   *
+   * @generated from rpc capgate.v1.ApprovalAdmin.CreateGrant
+   */
+  createGrant: {
+    methodKind: "unary";
+    input: typeof CreateGrantRequestSchema;
+    output: typeof GrantResponseSchema;
+  },
+  /**
+   * @generated from rpc capgate.v1.ApprovalAdmin.ListGrants
+   */
+  listGrants: {
+    methodKind: "unary";
+    input: typeof ListGrantsRequestSchema;
+    output: typeof ListGrantsResponseSchema;
+  },
+  /**
+   * @generated from rpc capgate.v1.ApprovalAdmin.GetGrant
+   */
+  getGrant: {
+    methodKind: "unary";
+    input: typeof GetGrantRequestSchema;
+    output: typeof GrantResponseSchema;
+  },
+  /**
+   * @generated from rpc capgate.v1.ApprovalAdmin.RevokeGrant
+   */
+  revokeGrant: {
+    methodKind: "unary";
+    input: typeof RevokeGrantRequestSchema;
+    output: typeof GrantResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_capgate_v1_admin, 0);

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file capgate/v1/types.proto.
  */
 export const file_capgate_v1_types: GenFile = /*@__PURE__*/
-  fileDesc("ChZjYXBnYXRlL3YxL3R5cGVzLnByb3RvEgpjYXBnYXRlLnYxIiYKBUlzc3VlEgwKBHBhdGgYASABKAkSDwoHbWVzc2FnZRgCIAEoCSKrAgoPQ2FwYWJpbGl0eUVycm9yEiMKBGNvZGUYASABKA4yFS5jYXBnYXRlLnYxLkVycm9yQ29kZRINCgVzdGFnZRgCIAEoCRIPCgdtZXNzYWdlGAMgASgJEhEKCXJldHJ5YWJsZRgEIAEoCBIXCg9leHBvc2VfdG9fbW9kZWwYBSABKAgSIQoGaXNzdWVzGAYgAygLMhEuY2FwZ2F0ZS52MS5Jc3N1ZRIfChdleGVjdXRlZF9iZWZvcmVfZmFpbHVyZRgHIAEoCBIzCg9leGVjdXRpb25fc3RhdGUYCCABKA4yGi5jYXBnYXRlLnYxLkV4ZWN1dGlvblN0YXRlEi4KC3JldHJ5X2FmdGVyGAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIkAKBUFjdG9yEgoKAmlkGAEgASgJEg4KBmlzc3VlchgCIAEoCRIMCgRraW5kGAMgASgJEg0KBXJvbGVzGAQgAygJIiMKEkFwcHJvdmVyQ29uc3RyYWludBINCgVyb2xlcxgBIAMoCSLEBQoIQXBwcm92YWwSCgoCaWQYASABKAkSFQoNY2FwYWJpbGl0eV9pZBgCIAEoCRIqCgZzdGF0dXMYAyABKA4yGi5jYXBnYXRlLnYxLkFwcHJvdmFsU3RhdHVzEg8KB3JlYXNvbnMYBCADKAkSDwoHbWVzc2FnZRgFIAEoCRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpkZWNpZGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIkCglyZXF1ZXN0ZXIYCSABKAsyES5jYXBnYXRlLnYxLkFjdG9yEiUKCmRlY2lkZWRfYnkYCiABKAsyES5jYXBnYXRlLnYxLkFjdG9yEiYKC2RlY2lkZWRfdmlhGAsgASgLMhEuY2FwZ2F0ZS52MS5BY3RvchIVCg1kZWNpc2lvbl9ub3RlGAwgASgJEhIKCmlucHV0X2hhc2gYDSABKAkSEgoKaW5wdXRfanNvbhgOIAEoCRIMCgRyaXNrGA8gASgJEhMKC3NpZGVfZWZmZWN0GBAgASgJEjEKCWFwcHJvdmVycxgRIAEoCzIeLmNhcGdhdGUudjEuQXBwcm92ZXJDb25zdHJhaW50Eh8KF3JlcXVlc3RpbmdfZXhlY3V0aW9uX2lkGBIgASgJEhwKFHJlc3VtZWRfZXhlY3V0aW9uX2lkGBMgASgJEg8KB3N1cmZhY2UYFCABKAkSHgoWY2FwYWJpbGl0eV9kZXNjcmlwdGlvbhgVIAEoCRIeChZyZXF1ZXN0ZXJfb25fYmVoYWxmX29mGBYgASgJEh0KFXNlbGZfYXBwcm92YWxfcmVmdXNlZBgXIAEoCCr3BwoJRXJyb3JDb2RlEhoKFkVSUk9SX0NPREVfVU5TUEVDSUZJRUQQABIjCh9FUlJPUl9DT0RFX0NBUEFCSUxJVFlfTk9UX0ZPVU5EEAESHAoYRVJST1JfQ09ERV9JTlBVVF9JTlZBTElEEAISHgoaRVJST1JfQ09ERV9VTkFVVEhFTlRJQ0FURUQQAxIYChRFUlJPUl9DT0RFX0ZPUkJJRERFThAEEhwKGEVSUk9SX0NPREVfUE9MSUNZX0RFTklFRBAFEhwKGEVSUk9SX0NPREVfUE9MSUNZX0ZBSUxFRBAGEiwKKEVSUk9SX0NPREVfQVBQUk9WQUxfVU5TRVJJQUxJWkFCTEVfSU5QVVQQBxIfChtFUlJPUl9DT0RFX0FQUFJPVkFMX1BFTkRJTkcQCBIgChxFUlJPUl9DT0RFX0FQUFJPVkFMX1JFSkVDVEVEEAkSHwobRVJST1JfQ09ERV9BUFBST1ZBTF9FWFBJUkVEEAoSIAocRVJST1JfQ09ERV9BUFBST1ZBTF9DT05TVU1FRBALEiYKIkVSUk9SX0NPREVfQVBQUk9WQUxfSU5QVVRfTUlTTUFUQ0gQDBIlCiFFUlJPUl9DT0RFX0FQUFJPVkFMX1NFTEZfQVBQUk9WQUwQDRIgChxFUlJPUl9DT0RFX0FVRElUX1VOQVZBSUxBQkxFEA4SHwobRVJST1JfQ09ERV9FWEVDVVRJT05fRkFJTEVEEA8SFgoSRVJST1JfQ09ERV9USU1FT1VUEBASGAoURVJST1JfQ09ERV9DQU5DRUxMRUQQERIdChlFUlJPUl9DT0RFX09VVFBVVF9JTlZBTElEEBISIwofRVJST1JfQ09ERV9BUFBST1ZBTF9VTkFWQUlMQUJMRRATEiEKHUVSUk9SX0NPREVfQVBQUk9WQUxfTk9UX0ZPVU5EEBQSIwofRVJST1JfQ09ERV9JREVNUE9URU5DWV9DT05GTElDVBAVEiYKIkVSUk9SX0NPREVfSURFTVBPVEVOQ1lfSU5fUFJPR1JFU1MQFhIeChpFUlJPUl9DT0RFX0lOUFVUX1RPT19MQVJHRRAXEiMKH0VSUk9SX0NPREVfVVBTVFJFQU1fVU5BVkFJTEFCTEUQGBInCiNFUlJPUl9DT0RFX0FQUFJPVkFMX0FMUkVBRFlfREVDSURFRBAZEiYKIkVSUk9SX0NPREVfQVBQUk9WQUxfTElNSVRfRVhDRUVERUQQGhIbChdFUlJPUl9DT0RFX1JBVEVfTElNSVRFRBAbEhoKFkVSUk9SX0NPREVfSE9PS19GQUlMRUQQHBIaChZFUlJPUl9DT0RFX0hPT0tfREVOSUVEEB0qjgEKDkV4ZWN1dGlvblN0YXRlEh8KG0VYRUNVVElPTl9TVEFURV9VTlNQRUNJRklFRBAAEh8KG0VYRUNVVElPTl9TVEFURV9OT1RfU1RBUlRFRBABEh0KGUVYRUNVVElPTl9TVEFURV9DT01QTEVURUQQAhIbChdFWEVDVVRJT05fU1RBVEVfVU5LTk9XThADKn0KCERlY2lzaW9uEhgKFERFQ0lTSU9OX1VOU1BFQ0lGSUVEEAASEgoOREVDSVNJT05fQUxMT1cQARIdChlERUNJU0lPTl9SRVFVSVJFX0FQUFJPVkFMEAISEQoNREVDSVNJT05fSElERRADEhEKDURFQ0lTSU9OX0RFTlkQBCrjAQoOQXBwcm92YWxTdGF0dXMSHwobQVBQUk9WQUxfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXQVBQUk9WQUxfU1RBVFVTX1BFTkRJTkcQARIcChhBUFBST1ZBTF9TVEFUVVNfQVBQUk9WRUQQAhIcChhBUFBST1ZBTF9TVEFUVVNfUkVKRUNURUQQAxIbChdBUFBST1ZBTF9TVEFUVVNfRVhQSVJFRBAEEhwKGEFQUFJPVkFMX1NUQVRVU19DT05TVU1FRBAFEhwKGEFQUFJPVkFMX1NUQVRVU19FWEVDVVRFRBAGQlkKDmRldi5jYXBnYXRlLnYxQgpUeXBlc1Byb3RvUAFaOWdpdGh1Yi5jb20vY2FwZ2F0ZS9jYXBnYXRlL2NsaWVudHMvZ28vY2FwZ2F0ZXYxO2NhcGdhdGV2MWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("ChZjYXBnYXRlL3YxL3R5cGVzLnByb3RvEgpjYXBnYXRlLnYxIiYKBUlzc3VlEgwKBHBhdGgYASABKAkSDwoHbWVzc2FnZRgCIAEoCSKrAgoPQ2FwYWJpbGl0eUVycm9yEiMKBGNvZGUYASABKA4yFS5jYXBnYXRlLnYxLkVycm9yQ29kZRINCgVzdGFnZRgCIAEoCRIPCgdtZXNzYWdlGAMgASgJEhEKCXJldHJ5YWJsZRgEIAEoCBIXCg9leHBvc2VfdG9fbW9kZWwYBSABKAgSIQoGaXNzdWVzGAYgAygLMhEuY2FwZ2F0ZS52MS5Jc3N1ZRIfChdleGVjdXRlZF9iZWZvcmVfZmFpbHVyZRgHIAEoCBIzCg9leGVjdXRpb25fc3RhdGUYCCABKA4yGi5jYXBnYXRlLnYxLkV4ZWN1dGlvblN0YXRlEi4KC3JldHJ5X2FmdGVyGAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIkAKBUFjdG9yEgoKAmlkGAEgASgJEg4KBmlzc3VlchgCIAEoCRIMCgRraW5kGAMgASgJEg0KBXJvbGVzGAQgAygJIiMKEkFwcHJvdmVyQ29uc3RyYWludBINCgVyb2xlcxgBIAMoCSKUCAoIQXBwcm92YWwSCgoCaWQYASABKAkSFQoNY2FwYWJpbGl0eV9pZBgCIAEoCRIqCgZzdGF0dXMYAyABKA4yGi5jYXBnYXRlLnYxLkFwcHJvdmFsU3RhdHVzEg8KB3JlYXNvbnMYBCADKAkSDwoHbWVzc2FnZRgFIAEoCRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpkZWNpZGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIkCglyZXF1ZXN0ZXIYCSABKAsyES5jYXBnYXRlLnYxLkFjdG9yEiUKCmRlY2lkZWRfYnkYCiABKAsyES5jYXBnYXRlLnYxLkFjdG9yEiYKC2RlY2lkZWRfdmlhGAsgASgLMhEuY2FwZ2F0ZS52MS5BY3RvchIVCg1kZWNpc2lvbl9ub3RlGAwgASgJEhIKCmlucHV0X2hhc2gYDSABKAkSEgoKaW5wdXRfanNvbhgOIAEoCRIMCgRyaXNrGA8gASgJEhMKC3NpZGVfZWZmZWN0GBAgASgJEjEKCWFwcHJvdmVycxgRIAEoCzIeLmNhcGdhdGUudjEuQXBwcm92ZXJDb25zdHJhaW50Eh8KF3JlcXVlc3RpbmdfZXhlY3V0aW9uX2lkGBIgASgJEhwKFHJlc3VtZWRfZXhlY3V0aW9uX2lkGBMgASgJEg8KB3N1cmZhY2UYFCABKAkSHgoWY2FwYWJpbGl0eV9kZXNjcmlwdGlvbhgVIAEoCRIeChZyZXF1ZXN0ZXJfb25fYmVoYWxmX29mGBYgASgJEh0KFXNlbGZfYXBwcm92YWxfcmVmdXNlZBgXIAEoCBIOCgZlZGl0ZWQYGCABKAgSGwoTb3JpZ2luYWxfaW5wdXRfaGFzaBgZIAEoCRISCgpwYXRjaF9qc29uGBogASgJEiQKCWVkaXRlZF9ieRgbIAEoCzIRLmNhcGdhdGUudjEuQWN0b3ISDgoGcXVvcnVtGBwgASgFEhoKEmFwcHJvdmFsc19yZWNlaXZlZBgdIAEoBRIWCg5kaXN0aW5jdF9yb2xlcxgeIAMoCRImCgthcHByb3ZlZF9ieRgfIAMoCzIRLmNhcGdhdGUudjEuQWN0b3ISMAoMZXNjYWxhdGVkX2F0GCAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBlc2NhbGF0aW9uX3JvbGVzGCEgAygJEi8KC2VzY2FsYXRlX2F0GCIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCK8BAoFR3JhbnQSCgoCaWQYASABKAkSJwoGc3RhdHVzGAIgASgOMhcuY2FwZ2F0ZS52MS5HcmFudFN0YXR1cxIgCgVhY3RvchgDIAEoCzIRLmNhcGdhdGUudjEuQWN0b3ISDAoEcm9sZRgEIAEoCRIVCg1jYXBhYmlsaXR5X2lkGAUgASgJEgsKA3RhZxgGIAEoCRISCgpjb25zdHJhaW50GAcgASgJEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCG1heF91c2VzGAogASgDEgwKBHVzZXMYCyABKAMSDgoGYW1vdW50GAwgASgJEhEKCW1heF90b3RhbBgNIAEoARINCgV0b3RhbBgOIAEoARIlCgpjcmVhdGVkX2J5GA8gASgLMhEuY2FwZ2F0ZS52MS5BY3RvchImCgtjcmVhdGVkX3ZpYRgQIAEoCzIRLmNhcGdhdGUudjEuQWN0b3ISDAoEbm90ZRgRIAEoCRIYChBmcm9tX2FwcHJvdmFsX2lkGBIgASgJEi4KCnJldm9rZWRfYXQYEyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiUKCnJldm9rZWRfYnkYFCABKAsyES5jYXBnYXRlLnYxLkFjdG9yEhYKDmFwcHJvdmVyX3JvbGVzGBUgAygJKvcHCglFcnJvckNvZGUSGgoWRVJST1JfQ09ERV9VTlNQRUNJRklFRBAAEiMKH0VSUk9SX0NPREVfQ0FQQUJJTElUWV9OT1RfRk9VTkQQARIcChhFUlJPUl9DT0RFX0lOUFVUX0lOVkFMSUQQAhIeChpFUlJPUl9DT0RFX1VOQVVUSEVOVElDQVRFRBADEhgKFEVSUk9SX0NPREVfRk9SQklEREVOEAQSHAoYRVJST1JfQ09ERV9QT0xJQ1lfREVOSUVEEAUSHAoYRVJST1JfQ09ERV9QT0xJQ1lfRkFJTEVEEAYSLAooRVJST1JfQ09ERV9BUFBST1ZBTF9VTlNFUklBTElaQUJMRV9JTlBVVBAHEh8KG0VSUk9SX0NPREVfQVBQUk9WQUxfUEVORElORxAIEiAKHEVSUk9SX0NPREVfQVBQUk9WQUxfUkVKRUNURUQQCRIfChtFUlJPUl9DT0RFX0FQUFJPVkFMX0VYUElSRUQQChIgChxFUlJPUl9DT0RFX0FQUFJPVkFMX0NPTlNVTUVEEAsSJgoiRVJST1JfQ09ERV9BUFBST1ZBTF9JTlBVVF9NSVNNQVRDSBAMEiUKIUVSUk9SX0NPREVfQVBQUk9WQUxfU0VMRl9BUFBST1ZBTBANEiAKHEVSUk9SX0NPREVfQVVESVRfVU5BVkFJTEFCTEUQDhIfChtFUlJPUl9DT0RFX0VYRUNVVElPTl9GQUlMRUQQDxIWChJFUlJPUl9DT0RFX1RJTUVPVVQQEBIYChRFUlJPUl9DT0RFX0NBTkNFTExFRBAREh0KGUVSUk9SX0NPREVfT1VUUFVUX0lOVkFMSUQQEhIjCh9FUlJPUl9DT0RFX0FQUFJPVkFMX1VOQVZBSUxBQkxFEBMSIQodRVJST1JfQ09ERV9BUFBST1ZBTF9OT1RfRk9VTkQQFBIjCh9FUlJPUl9DT0RFX0lERU1QT1RFTkNZX0NPTkZMSUNUEBUSJgoiRVJST1JfQ09ERV9JREVNUE9URU5DWV9JTl9QUk9HUkVTUxAWEh4KGkVSUk9SX0NPREVfSU5QVVRfVE9PX0xBUkdFEBcSIwofRVJST1JfQ09ERV9VUFNUUkVBTV9VTkFWQUlMQUJMRRAYEicKI0VSUk9SX0NPREVfQVBQUk9WQUxfQUxSRUFEWV9ERUNJREVEEBkSJgoiRVJST1JfQ09ERV9BUFBST1ZBTF9MSU1JVF9FWENFRURFRBAaEhsKF0VSUk9SX0NPREVfUkFURV9MSU1JVEVEEBsSGgoWRVJST1JfQ09ERV9IT09LX0ZBSUxFRBAcEhoKFkVSUk9SX0NPREVfSE9PS19ERU5JRUQQHSqOAQoORXhlY3V0aW9uU3RhdGUSHwobRVhFQ1VUSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASHwobRVhFQ1VUSU9OX1NUQVRFX05PVF9TVEFSVEVEEAESHQoZRVhFQ1VUSU9OX1NUQVRFX0NPTVBMRVRFRBACEhsKF0VYRUNVVElPTl9TVEFURV9VTktOT1dOEAMqfQoIRGVjaXNpb24SGAoUREVDSVNJT05fVU5TUEVDSUZJRUQQABISCg5ERUNJU0lPTl9BTExPVxABEh0KGURFQ0lTSU9OX1JFUVVJUkVfQVBQUk9WQUwQAhIRCg1ERUNJU0lPTl9ISURFEAMSEQoNREVDSVNJT05fREVOWRAEKuMBCg5BcHByb3ZhbFN0YXR1cxIfChtBUFBST1ZBTF9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdBUFBST1ZBTF9TVEFUVVNfUEVORElORxABEhwKGEFQUFJPVkFMX1NUQVRVU19BUFBST1ZFRBACEhwKGEFQUFJPVkFMX1NUQVRVU19SRUpFQ1RFRBADEhsKF0FQUFJPVkFMX1NUQVRVU19FWFBJUkVEEAQSHAoYQVBQUk9WQUxfU1RBVFVTX0NPTlNVTUVEEAUSHAoYQVBQUk9WQUxfU1RBVFVTX0VYRUNVVEVEEAYqlAEKC0dyYW50U3RhdHVzEhwKGEdSQU5UX1NUQVRVU19VTlNQRUNJRklFRBAAEhcKE0dSQU5UX1NUQVRVU19BQ1RJVkUQARIYChRHUkFOVF9TVEFUVVNfUkVWT0tFRBACEhoKFkdSQU5UX1NUQVRVU19FWEhBVVNURUQQAxIYChRHUkFOVF9TVEFUVVNfRVhQSVJFRBAEQlkKDmRldi5jYXBnYXRlLnYxQgpUeXBlc1Byb3RvUAFaOWdpdGh1Yi5jb20vY2FwZ2F0ZS9jYXBnYXRlL2NsaWVudHMvZ28vY2FwZ2F0ZXYxO2NhcGdhdGV2MWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * Issue is one input-validation problem: a JSON path and a message that never echoes values.
@@ -300,6 +300,77 @@ export type Approval = Message<"capgate.v1.Approval"> & {
    * @generated from field: bool self_approval_refused = 23;
    */
   selfApprovalRefused: boolean;
+
+  /**
+   * Approve with edits (docs/approvals.md "Edits"): true once an approver changed the input.
+   * `input_hash` is then the edited input's hash and `original_input_hash` the requester's.
+   *
+   * @generated from field: bool edited = 24;
+   */
+  edited: boolean;
+
+  /**
+   * @generated from field: string original_input_hash = 25;
+   */
+  originalInputHash: string;
+
+  /**
+   * RFC 6902 JSON Patch from the requester's input to the edited one, as JSON text, computed
+   * on both inputs after the capability's redact.approval_input rules. Empty unless edited.
+   *
+   * @generated from field: string patch_json = 26;
+   */
+  patchJson: string;
+
+  /**
+   * @generated from field: capgate.v1.Actor edited_by = 27;
+   */
+  editedBy?: Actor | undefined;
+
+  /**
+   * Quorum (docs/approvals.md "Quorum"): approvals needed (1 unless a requirement says more)
+   * and approvals counted so far for the current input ("1 of 2").
+   *
+   * @generated from field: int32 quorum = 28;
+   */
+  quorum: number;
+
+  /**
+   * @generated from field: int32 approvals_received = 29;
+   */
+  approvalsReceived: number;
+
+  /**
+   * Roles that must each be held by a different approver, e.g. finance and risk.
+   *
+   * @generated from field: repeated string distinct_roles = 30;
+   */
+  distinctRoles: string[];
+
+  /**
+   * ApprovalAdmin only: who approved so far (distinct by (issuer, id)).
+   *
+   * @generated from field: repeated capgate.v1.Actor approved_by = 31;
+   */
+  approvedBy: Actor[];
+
+  /**
+   * Escalation (docs/approvals.md "Escalation"): set once the approval stayed undecided past
+   * its requirement's escalate_after; from then on holders of escalation_roles may decide too.
+   *
+   * @generated from field: google.protobuf.Timestamp escalated_at = 32;
+   */
+  escalatedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: repeated string escalation_roles = 33;
+   */
+  escalationRoles: string[];
+
+  /**
+   * @generated from field: google.protobuf.Timestamp escalate_at = 34;
+   */
+  escalateAt?: Timestamp | undefined;
 };
 
 /**
@@ -308,6 +379,144 @@ export type Approval = Message<"capgate.v1.Approval"> & {
  */
 export const ApprovalSchema: GenMessage<Approval> = /*@__PURE__*/
   messageDesc(file_capgate_v1_types, 4);
+
+/**
+ * Grant is a standing approval (docs/approvals.md "Grants", ADR 0038): calls it covers that
+ * policies send to approval skip the approval gate, each use taken atomically in Redis.
+ *
+ * @generated from message capgate.v1.Grant
+ */
+export type Grant = Message<"capgate.v1.Grant"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: capgate.v1.GrantStatus status = 2;
+   */
+  status: GrantStatus;
+
+  /**
+   * Whom it covers: one actor (issuer and id set) or every actor holding `role` (one of two).
+   *
+   * @generated from field: capgate.v1.Actor actor = 3;
+   */
+  actor?: Actor | undefined;
+
+  /**
+   * @generated from field: string role = 4;
+   */
+  role: string;
+
+  /**
+   * What it covers: one capability or every capability carrying `tag` (one of two).
+   *
+   * @generated from field: string capability_id = 5;
+   */
+  capabilityId: string;
+
+  /**
+   * @generated from field: string tag = 6;
+   */
+  tag: string;
+
+  /**
+   * CEL over `input` (and `actor`), true when the call is covered; empty covers any input.
+   *
+   * @generated from field: string constraint = 7;
+   */
+  constraint: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 8;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expires_at = 9;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * 0: no cap on the number of uses.
+   *
+   * @generated from field: int64 max_uses = 10;
+   */
+  maxUses: bigint;
+
+  /**
+   * @generated from field: int64 uses = 11;
+   */
+  uses: bigint;
+
+  /**
+   * CEL amount expression over `input` (as budgets have) and the cap on its total; empty / 0:
+   * no total.
+   *
+   * @generated from field: string amount = 12;
+   */
+  amount: string;
+
+  /**
+   * @generated from field: double max_total = 13;
+   */
+  maxTotal: number;
+
+  /**
+   * @generated from field: double total = 14;
+   */
+  total: number;
+
+  /**
+   * @generated from field: capgate.v1.Actor created_by = 15;
+   */
+  createdBy?: Actor | undefined;
+
+  /**
+   * Set when an allow-listed inbox created it for the human in created_by.
+   *
+   * @generated from field: capgate.v1.Actor created_via = 16;
+   */
+  createdVia?: Actor | undefined;
+
+  /**
+   * @generated from field: string note = 17;
+   */
+  note: string;
+
+  /**
+   * The approval it was created from, if any.
+   *
+   * @generated from field: string from_approval_id = 18;
+   */
+  fromApprovalId: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp revoked_at = 19;
+   */
+  revokedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: capgate.v1.Actor revoked_by = 20;
+   */
+  revokedBy?: Actor | undefined;
+
+  /**
+   * The roles its creator held as an approver: a call whose approval needs any other role is
+   * not covered by it.
+   *
+   * @generated from field: repeated string approver_roles = 21;
+   */
+  approverRoles: string[];
+};
+
+/**
+ * Describes the message capgate.v1.Grant.
+ * Use `create(GrantSchema)` to create a new message.
+ */
+export const GrantSchema: GenMessage<Grant> = /*@__PURE__*/
+  messageDesc(file_capgate_v1_types, 5);
 
 /**
  * ErrorCode is the one stable list of governed failure codes, shared by every client.
@@ -611,4 +820,44 @@ export enum ApprovalStatus {
  */
 export const ApprovalStatusSchema: GenEnum<ApprovalStatus> = /*@__PURE__*/
   enumDesc(file_capgate_v1_types, 3);
+
+/**
+ * GrantStatus is the life of one standing grant.
+ *
+ * @generated from enum capgate.v1.GrantStatus
+ */
+export enum GrantStatus {
+  /**
+   * @generated from enum value: GRANT_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: GRANT_STATUS_ACTIVE = 1;
+   */
+  ACTIVE = 1,
+
+  /**
+   * @generated from enum value: GRANT_STATUS_REVOKED = 2;
+   */
+  REVOKED = 2,
+
+  /**
+   * max_uses or max_total reached.
+   *
+   * @generated from enum value: GRANT_STATUS_EXHAUSTED = 3;
+   */
+  EXHAUSTED = 3,
+
+  /**
+   * @generated from enum value: GRANT_STATUS_EXPIRED = 4;
+   */
+  EXPIRED = 4,
+}
+
+/**
+ * Describes the enum capgate.v1.GrantStatus.
+ */
+export const GrantStatusSchema: GenEnum<GrantStatus> = /*@__PURE__*/
+  enumDesc(file_capgate_v1_types, 4);
 
