@@ -17,6 +17,7 @@ from capgate.v1 import types_pb2
 from gateway.errors import CapabilityError
 from gateway.model import Actor
 from gateway.state.approvals.records import ApprovalRecord
+from gateway.values import jsonpatch
 from gateway.values.redact import Redactor
 
 
@@ -73,7 +74,19 @@ def to_proto(
         requesting_execution_id=record.requesting_execution_id,
         resumed_execution_id=record.resumed_execution_id,
         surface=record.surface,
+        edited=record.edited,
+        original_input_hash=record.original_input_hash,
+        edited_by=actor_to_proto(record.edited_by) if record.edited_by else None,
+        quorum=record.quorum,
+        # Votes count for the current input only: an edit resets them (docs/approvals.md).
+        approvals_received=len(record.votes),
+        distinct_roles=record.distinct_roles,
+        escalation_roles=record.escalation_roles,
     )
+    if record.escalate_at is not None:
+        message.escalate_at.CopyFrom(_timestamp(record.escalate_at))
+    if record.escalated_at is not None:
+        message.escalated_at.CopyFrom(_timestamp(record.escalated_at))
     if record.decided_at is not None:
         message.decided_at.CopyFrom(_timestamp(record.decided_at))
     if record.decided_by is not None:
@@ -85,7 +98,30 @@ def to_proto(
         message.input_json = orjson.dumps(shown).decode()
         message.capability_description = description[:MAX_DESCRIPTION]
         message.requester_on_behalf_of = record.requester.on_behalf_of
+        message.approved_by.extend(actor_to_proto(a) for a in record.votes)
+        if record.edited:
+            message.patch_json = patch_json(record, redactor)
     return message
+
+
+def patch_json(record: ApprovalRecord, redactor: Redactor | None) -> str:
+    """The record's edit as RFC 6902 JSON Patch text, as approvers and the requester may see it:
+    the operations from the requester's input to the edited one, each value written as it reads
+    in the edited input after the capability's `redact.approval_input` rules (a changed secret
+    shows as changed, never in clear; a value a rule drops shows as `REDACTED`). Empty unless
+    edited."""
+    if not record.edited:
+        return ""
+    ops = jsonpatch.diff(record.original_input, record.input)
+    if redactor:
+        shown = redactor.apply(record.input)
+        for op in ops:
+            if "value" in op:
+                op["value"] = jsonpatch.lookup(shown, op["path"], default=REDACTED)
+    return orjson.dumps(ops).decode()
+
+
+REDACTED: Final = "REDACTED"
 
 
 def error_to_proto(error: CapabilityError) -> types_pb2.CapabilityError:

@@ -70,6 +70,23 @@ class ApprovalRecord:
     request_hash: str = field(default="", repr=False)
     outcome_envelope: bytes | None = field(default=None, repr=False)
     outcome_code: str | None = None
+    # Approve with edits (docs/approvals.md "Edits", ADR 0040): `input`/`input_hash` are then the
+    # edited input's; `original_input` and `original_input_hash` are the requester's (the JSON
+    # Patch between the two is computed when shown, after redaction: convert.patch_json).
+    edited: bool = False
+    original_input: Any = field(default=None, repr=False)
+    original_input_hash: str = ""
+    edited_by: Actor | None = None
+    # Quorum (docs/approvals.md "Quorum"): approvals needed, roles each held by a different
+    # approver, and the approvers counted so far for the current input (distinct (issuer, id)).
+    quorum: int = 1
+    distinct_roles: tuple[str, ...] = ()
+    votes: tuple[Actor, ...] = ()
+    # Escalation (docs/approvals.md "Escalation"): when it is due, who may then decide too, and
+    # when it happened (once).
+    escalate_at: float | None = None
+    escalation_roles: tuple[str, ...] = ()
+    escalated_at: float | None = None
 
     def __post_init__(self) -> None:
         # Callers may pass the plain string ("pending"); comparisons below rely on the enum.
@@ -155,6 +172,16 @@ def to_hash(record: ApprovalRecord) -> dict[str, bytes]:
         "request_hash": record.request_hash.encode(),
         "outcome_envelope": record.outcome_envelope or b"",
         "outcome_code": (record.outcome_code or "").encode(),
+        "edited": b"1" if record.edited else b"",
+        "original_input_hash": record.original_input_hash.encode(),
+        "original_input": orjson.dumps(record.original_input) if record.edited else b"",
+        "edited_by": b"" if record.edited_by is None else actor_json(record.edited_by),
+        "quorum": str(record.quorum).encode(),
+        "distinct_roles": orjson.dumps(list(record.distinct_roles)),
+        "votes": orjson.dumps([orjson.loads(actor_json(a)) for a in record.votes]),
+        "escalate_at": b"" if record.escalate_at is None else _time(record.escalate_at),
+        "escalation_roles": orjson.dumps(list(record.escalation_roles)),
+        "escalated_at": b"" if record.escalated_at is None else _time(record.escalated_at),
     }
 
 
@@ -199,7 +226,30 @@ def from_hash(raw: Mapping[Any, Any]) -> ApprovalRecord:
         request_hash=_text(raw, "request_hash"),
         outcome_envelope=blob("outcome_envelope") or None,
         outcome_code=_text(raw, "outcome_code") or None,
+        # Absent from records written before issue 28: the defaults.
+        edited=blob("edited") == b"1",
+        original_input_hash=_text(raw, "original_input_hash"),
+        original_input=orjson.loads(blob("original_input")) if blob("original_input") else None,
+        edited_by=actor_from(blob("edited_by")) if blob("edited_by") else None,
+        quorum=int(_text(raw, "quorum") or 1),
+        distinct_roles=_texts(blob("distinct_roles")),
+        votes=tuple(_actor_of(v) for v in orjson.loads(blob("votes"))) if blob("votes") else (),
+        escalate_at=_optional_time(_text(raw, "escalate_at")),
+        escalation_roles=_texts(blob("escalation_roles")),
+        escalated_at=_optional_time(_text(raw, "escalated_at")),
     )
+
+
+def _texts(raw: bytes) -> tuple[str, ...]:
+    return tuple(orjson.loads(raw)) if raw else ()
+
+
+def _optional_time(text: str) -> float | None:
+    return float(text) if text else None
+
+
+def _actor_of(data: Mapping[str, Any]) -> Actor:
+    return actor_from(orjson.dumps(data))
 
 
 def from_flat(items: list[Any]) -> ApprovalRecord:
