@@ -63,6 +63,12 @@ class Event(StrEnum):
     APPROVAL_EXPIRED = "capability.approval_expired"
     APPROVAL_CONSUMED = "capability.approval_consumed"
     APPROVAL_RELEASED = "capability.approval_released"
+    # Standing grants (docs/approvals.md "Grants", ADR 0038).
+    GRANT_CREATED = "approval.grant_created"
+    GRANT_USED = "approval.grant_used"
+    GRANT_REVOKED = "approval.grant_revoked"
+    GRANT_EXHAUSTED = "approval.grant_exhausted"
+    GRANT_EXPIRED = "approval.grant_expired"
 
 
 class Kind(StrEnum):
