@@ -58,6 +58,7 @@ class Runtime:
     drain: Drain = field(default_factory=Drain)  # calls in flight, answered at shutdown
     limiter: Any = None  # gateway.state.limits.store.RedisLimiter | None (docs/limits.md)
     cache: Any = None  # gateway.state.cache.ResultCache | None (docs/cache.md)
+    grants: Any = None  # gateway.state.approvals.grants.RedisGrantStore | None (ADR 0038)
 
 
 @dataclass(eq=False, slots=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gateway.audit.approvals import ApprovalAudit
+from gateway.audit.grants import GrantExpiryAudit
 from gateway.audit.notify.sink import WebhookNotifier, snapshot_facts
 from gateway.audit.otlp import OtlpLogSink
 from gateway.audit.sinks import AuditLog, RedisStreamSink, Sink, StreamSink
@@ -32,6 +33,7 @@ from gateway.process.load import Loaded, load_everything, located
 from gateway.process.reach import redis_features, redis_unreached
 from gateway.process.tasks import cancel_all
 from gateway.process.telemetry import Telemetry, start_telemetry
+from gateway.state.approvals.grants import RedisGrantStore
 from gateway.state.approvals.store import RedisApprovalStore
 from gateway.state.cache import ResultCache, cache_key
 from gateway.state.connections import connect, raise_if_cancelling
@@ -252,6 +254,9 @@ async def _redis_health(gw: Gateway) -> None:
         if ok and gw.runtime.approvals is not None:
             with contextlib.suppress(Exception):
                 await gw.runtime.approvals.expire_sweep(gw.runtime.wall())
+        if ok and gw.runtime.grants is not None:
+            with contextlib.suppress(Exception):
+                await gw.runtime.grants.expire_sweep(gw.runtime.wall())
         raise_if_cancelling()  # the suppress above may have swallowed a cancellation
         await asyncio.sleep(2.0)
 
@@ -425,6 +430,16 @@ def _attach_stores(
             clock=runtime.wall,
             on_transition=on_transition,
         )
+        if settings.approvals.grants_enabled:
+            runtime.grants = RedisGrantStore(
+                redis,
+                prefix=prefix,
+                settings=settings.approvals,
+                clock=runtime.wall,
+                on_expired=GrantExpiryAudit(
+                    runtime.audit, revision=lambda: holder.current.revision, clock=runtime.wall
+                ),
+            )
     cache = settings.cache
     runtime.cache = ResultCache(
         redis,

@@ -237,6 +237,15 @@ class Metrics:
         self.approvals_expired = Counter(
             "capgate.approvals.expired", "Approvals that expired undecided.", "{approval}", ()
         )
+        self.grants_uses = Counter(
+            "capgate.grants.uses",
+            "Standing grants' uses: taken for a call, or given back when it never ran.",
+            "{use}",
+            ("result",),
+        )
+        self.grants_expired = Counter(
+            "capgate.grants.expired", "Standing grants that expired.", "{grant}", ()
+        )
         self.retries = Counter(
             "capgate.retries", "Upstream re-attempts (SI-11).", "{attempt}", ("capability",)
         )
