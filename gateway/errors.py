@@ -220,7 +220,20 @@ TABLE: Final[dict[Code, Spec]] = {
             ),
         ),
     ),
-    Code.FORBIDDEN: Spec("authorization", False, True, "The operation is not permitted.", _F),
+    Code.FORBIDDEN: Spec(
+        "authorization",
+        False,
+        True,
+        "The operation is not permitted.",
+        _F,
+        others=(
+            Other(
+                "This approval still needs approvers holding: {the missing roles}.",
+                "a quorum vote that cannot help cover the requirement's distinct roles"
+                " (docs/approvals.md)",
+            ),
+        ),
+    ),
     Code.TIMEOUT: Spec("timeout", True, True, "The operation timed out.", _C, Kind.CANCELLED),
     Code.CANCELLED: Spec(
         "cancellation",

@@ -31,7 +31,7 @@ def test_store_method_signatures_are_stable() -> None:
         "create": ["record"],
         "get": ["approval_id"],
         "get_many": ["approval_ids"],
-        "decide": ["approval_id", "approve", "approver", "via", "note", "input_hash"],
+        "decide": ["approval_id", "approve", "approver", "via", "note", "input_hash", "edit"],
         "consume": ["approval_id", "requester", "surface", "execution_id"],
         "finish": ["approval_id", "envelope", "outcome_code", "resumed_execution_id"],
         "list": [
@@ -45,6 +45,7 @@ def test_store_method_signatures_are_stable() -> None:
         "watch": ["after_event_id"],
         "wait": ["approval_id", "timeout_s"],
         "expire_sweep": ["now"],
+        "escalate_sweep": ["now"],
         "reconcile": [],
         "verify_input": ["record"],
     }

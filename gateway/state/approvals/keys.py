@@ -10,6 +10,7 @@ stream has its own (`{apr-events}`).
     <prefix>:{apr-idx}:cap:<capability>     zset    ids of one capability by created_at
     <prefix>:{apr-idx}:actor:<digest>       zset    one requester's pending ids by expires_at
     <prefix>:{apr-idx}:retire               zset    "<id> <capability>" by the record's end
+    <prefix>:{apr-idx}:escalate             zset    pending ids not yet escalated by escalate_at
     <prefix>:{apr-events}                   stream  approval events (capped, MAXLEN ~)
 
 Every index key carries a TTL at least as long as its longest-lived record's (extended, never
@@ -76,6 +77,10 @@ class Keys:
     @property
     def retire(self) -> str:
         return f"{self.prefix}:{{apr-idx}}:retire"
+
+    @property
+    def escalate(self) -> str:
+        return f"{self.prefix}:{{apr-idx}}:escalate"
 
     @property
     def actor_pattern(self) -> str:

@@ -55,41 +55,168 @@ return reply('OK', '0')
 
 # ARGV: 1 now, 2 verdict ('approved'|'rejected'), 3 approver issuer, 4 approver id,
 #       5 approver json, 6 via json ('' if none), 7 note, 8 input hash seen,
-#       9 reject_self ('1'|'0'), 10.. roles the approver holds.
-# Checks: who the approver is (roles, self) before what the record is, so that someone who may
-# not decide learns nothing about its state.
+#       9 reject_self ('1'|'0'), 10 edited input json ('' for no edit; approvals only),
+#       11 edited input hash, 12.. roles the approver holds.
+# Checks: who the approver is (eligible roles, self) before what the record is, so that someone
+# who may not decide learns nothing about its state. Eligible: holds every approver role, or —
+# once escalated (`escalated_at` set, or `escalate_at` passed even if no sweep has marked it
+# yet) — every escalation role. The reply's second element lists the events this call made,
+# comma-separated and in order ("" for none): escalated, expired, edited, voted, approved,
+# rejected. Quorum (docs/approvals.md "Quorum and separation of duties"): `votes` holds the
+# distinct (issuer, id) approvals of the current input; the record is approved by the vote that
+# makes `quorum` of them while every `distinct_roles` entry can be given to a different voter
+# holding it (a bipartite matching). A vote that could no longer let the roles be covered within
+# the quorum is refused (DISTINCT_ROLES, followed by the roles still missing). An edit replaces
+# the input, keeps the first original, resets the votes and counts the editor's.
 DECIDE: Final = (
     _PRELUDE
     + """
-if redis.call('EXISTS', key) == 0 then return {'APPROVAL_NOT_FOUND', '0'} end
+if redis.call('EXISTS', key) == 0 then return {'APPROVAL_NOT_FOUND', ''} end
 local f = redis.call('HMGET', key, 'status', 'expires_at', 'req_iss', 'req_id',
-  'approver_roles', 'input_hash', 'dec_iss', 'dec_id')
+  'approver_roles', 'input_hash', 'dec_iss', 'dec_id', 'quorum', 'distinct_roles', 'votes',
+  'escalate_at', 'escalated_at', 'escalation_roles', 'edited', 'edited_by')
+local verdict, iss, id = ARGV[2], ARGV[3], ARGV[4]
 local held = {}
-for i = 10, #ARGV do held[ARGV[i]] = true end
-for _, role in ipairs(cjson.decode(f[5])) do
-  if not held[role] then return {'FORBIDDEN', '0'} end
+for i = 12, #ARGV do held[ARGV[i]] = true end
+local function holds_all(have, roles)
+  for _, role in ipairs(roles) do
+    if not have[role] then return false end
+  end
+  return true
 end
-if ARGV[9] == '1' and ARGV[3] == f[3] and ARGV[4] == f[4] then
-  return {'APPROVAL_SELF_APPROVAL', '0'}
+local function list(raw)
+  if raw == false or raw == '' then return {} end
+  return cjson.decode(raw)
 end
 local status = f[1]
-if status == 'expired' then return {'APPROVAL_EXPIRED', '0'} end
+local events = {}
+local escalation = list(f[14])
+local due = f[12] ~= false and f[12] ~= '' and now >= tonumber(f[12])
+local escalated = (f[13] ~= false and f[13] ~= '') or due
+local eligible = holds_all(held, cjson.decode(f[5]))
+if not eligible and escalated and #escalation > 0 then eligible = holds_all(held, escalation) end
+if not eligible then return {'FORBIDDEN', ''} end
+if ARGV[9] == '1' and iss == f[3] and id == f[4] then
+  return {'APPROVAL_SELF_APPROVAL', ''}
+end
+if status == 'expired' then return {'APPROVAL_EXPIRED', ''} end
 if is_live(status) and now > tonumber(f[2]) then
   redis.call('HSET', key, 'status', 'expired')
-  return reply('APPROVAL_EXPIRED', '1')
+  return reply('APPROVAL_EXPIRED', 'expired')
+end
+local votes = list(f[11])
+local function voted()
+  for _, v in ipairs(votes) do
+    if v['issuer'] == iss and v['id'] == id then return true end
+  end
+  return false
 end
 if status ~= 'pending' then
   -- The same approver repeating the same verdict (a retry after a lost reply) is answered
   -- with the record, not an error; anything else was decided by someone else or differently.
-  if status == ARGV[2] and f[7] == ARGV[3] and f[8] == ARGV[4] then return reply('OK', '0') end
-  return {'APPROVAL_ALREADY_DECIDED', '0'}
+  if status == verdict and ((f[7] == iss and f[8] == id) or (verdict == 'approved' and voted()))
+  then return reply('OK', '') end
+  return {'APPROVAL_ALREADY_DECIDED', ''}
+end
+local edit = ARGV[10] ~= ''
+if edit and f[6] == ARGV[11] and f[16] ~= false and f[16] ~= '' and voted() then
+  local by = cjson.decode(f[16])
+  if by['issuer'] == iss and by['id'] == id then return reply('OK', '') end  -- a retried edit
 end
 -- A rejection of whatever is pending is always safe; an approval must bind the input seen.
-if not (ARGV[2] == 'rejected' and ARGV[8] == '') and ARGV[8] ~= f[6] then
-  return {'APPROVAL_INPUT_MISMATCH', '0'}
+if not (verdict == 'rejected' and ARGV[8] == '') and ARGV[8] ~= f[6] then
+  return {'APPROVAL_INPUT_MISMATCH', ''}
 end
-redis.call('HSET', key, 'status', ARGV[2], 'decided_at', ARGV[1], 'decided_by', ARGV[5],
-  'dec_iss', ARGV[3], 'dec_id', ARGV[4], 'decided_via', ARGV[6], 'note', ARGV[7])
+if escalated and (f[13] == false or f[13] == '') then
+  redis.call('HSET', key, 'escalated_at', ARGV[1])
+  events[#events + 1] = 'escalated'
+end
+local function decided(as)
+  redis.call('HSET', key, 'status', as, 'decided_at', ARGV[1], 'decided_by', ARGV[5],
+    'dec_iss', iss, 'dec_id', id, 'decided_via', ARGV[6], 'note', ARGV[7])
+  events[#events + 1] = as
+  return reply('OK', table.concat(events, ','))
+end
+if verdict == 'rejected' then return decided('rejected') end
+if edit then
+  votes = {}
+elseif voted() then
+  return reply('OK', table.concat(events, ','))  -- counted once
+end
+-- Separation of duties: a maximum matching of roles to voters (Kuhn's augmenting paths).
+local roles = list(f[10])
+local quorum = tonumber(f[9] ~= false and f[9] ~= '' and f[9] or '1')
+local voters = {}
+for _, v in ipairs(votes) do
+  local have = {}
+  for _, role in ipairs(v['roles']) do have[role] = true end
+  voters[#voters + 1] = have
+end
+local function matching(n)
+  local owner = {}
+  local function try(v, seen)
+    for r = 1, #roles do
+      if voters[v][roles[r]] and not seen[r] then
+        seen[r] = true
+        if owner[r] == nil or try(owner[r], seen) then
+          owner[r] = v
+          return true
+        end
+      end
+    end
+    return false
+  end
+  local size = 0
+  for v = 1, n do
+    if try(v, {}) then size = size + 1 end
+  end
+  return size, owner
+end
+voters[#voters + 1] = held
+local size = matching(#voters)
+if #roles - size > quorum - #voters then
+  local _, owner = matching(#voters - 1)
+  local out = {'DISTINCT_ROLES', ''}
+  for r = 1, #roles do
+    if owner[r] == nil then out[#out + 1] = roles[r] end
+  end
+  return out
+end
+local raw = '[]'
+if not edit and f[11] ~= false and f[11] ~= '' then raw = f[11] end
+if raw == '[]' then
+  raw = '[' .. ARGV[5] .. ']'
+else
+  raw = string.sub(raw, 1, -2) .. ',' .. ARGV[5] .. ']'
+end
+redis.call('HSET', key, 'votes', raw)
+if edit then
+  if f[15] ~= '1' then
+    local cur = redis.call('HMGET', key, 'input', 'input_hash')
+    redis.call('HSET', key, 'original_input', cur[1], 'original_input_hash', cur[2])
+  end
+  redis.call('HSET', key, 'input', ARGV[10], 'input_hash', ARGV[11], 'request_hash', ARGV[11],
+    'edited', '1', 'edited_by', ARGV[5])
+  events[#events + 1] = 'edited'
+end
+if #voters >= quorum then return decided('approved') end
+if not edit then events[#events + 1] = 'voted' end
+return reply('OK', table.concat(events, ','))
+"""
+)
+
+# ARGV: now. A pending, unexpired record whose `escalate_at` has come is escalated: once
+# (`escalated_at` is set by the first caller, any replica; "1" tells that caller to publish).
+ESCALATE: Final = (
+    _PRELUDE
+    + """
+if redis.call('EXISTS', key) == 0 then return {'APPROVAL_NOT_FOUND', '0'} end
+local f = redis.call('HMGET', key, 'status', 'expires_at', 'escalate_at', 'escalated_at')
+if f[1] ~= 'pending' or now > tonumber(f[2]) or not f[3] or f[3] == ''
+  or now < tonumber(f[3]) or (f[4] and f[4] ~= '') then
+  return reply('OK', '0')
+end
+redis.call('HSET', key, 'escalated_at', ARGV[1])
 return reply('OK', '1')
 """
 )
@@ -214,6 +341,7 @@ ALL: Final[dict[str, str]] = {
     "create": CREATE,
     "expire": EXPIRE,
     "decide": DECIDE,
+    "escalate": ESCALATE,
     "consume": CONSUME,
     "finish": FINISH,
     "release": RELEASE,

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator, Callable, Collection
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Final
+
+import orjson
 
 from gateway.config.settings import ApprovalSettings
 from gateway.errors import CapabilityError, Code
@@ -37,14 +39,38 @@ from gateway.state.approvals.records import (
 from gateway.state.approvals.records import verify_input as _verify_input
 from gateway.state.approvals.scripts import ALL as SCRIPTS
 from gateway.state.connections import RedisClient
+from gateway.values.canonical import input_hash as _input_hash
 
-__all__ = ["ApprovalConsumed", "RedisApprovalStore", "WatchGap"]
+__all__ = ["ApprovalConsumed", "EditedInput", "RedisApprovalStore", "WatchGap"]
 
 DEFAULT_EVENTS_MAXLEN = 10_000
 
 
+# Events after which a record is no longer pending (its pending indexes are cleared).
+_LEAVES_PENDING: Final = frozenset({"approved", "rejected", "expired"})
+_DISTINCT_ROLES: Final = "DISTINCT_ROLES"
+
+
 def _flag(value: Any) -> bool:
     return bytes(value) == b"1"
+
+
+@dataclass(frozen=True, slots=True)
+class EditedInput:
+    """An approver's changed input (approve with edits): the validated value and its hash."""
+
+    input: Any
+    input_hash: str
+
+
+def _roles_missing(roles: list[str]) -> CapabilityError:
+    """A vote that cannot help cover `distinct_roles`: counted nothing (docs/approvals.md)."""
+    named = ", ".join(roles)
+    return CapabilityError(
+        Code.FORBIDDEN,
+        message=f"This approval still needs approvers holding: {named}.",
+        reason=f"vote cannot cover distinct roles (missing {named})",
+    )
 
 
 class RedisApprovalStore:
@@ -113,6 +139,11 @@ class RedisApprovalStore:
             resumed_execution_id="",
             outcome_envelope=None,
             outcome_code=None,
+            # Quorum is at least one approver per distinct role; nobody has voted, nothing
+            # has been escalated yet.
+            quorum=max(record.quorum, len(record.distinct_roles), 1),
+            votes=(),
+            escalated_at=None,
         )
         ttl_ms = math.ceil((record.expires_at - now + self._settings.retention_s) * 1000)
         fields = [item for pair in to_hash(record).items() for item in pair]
@@ -250,23 +281,37 @@ class RedisApprovalStore:
         via: Actor | None,
         note: str,
         input_hash: str,
+        edit: EditedInput | None = None,
     ) -> ApprovalRecord:
-        """pending → approved|rejected, atomically; executes nothing.
+        """One approver's verdict on a pending approval, atomically; executes nothing.
 
-        Errors, in this order: APPROVAL_NOT_FOUND; FORBIDDEN (the approver lacks a required
-        role); APPROVAL_SELF_APPROVAL (SI-4); APPROVAL_EXPIRED; APPROVAL_ALREADY_DECIDED;
-        APPROVAL_INPUT_MISMATCH (SI-5: `input_hash` is not the stored one; a rejection may pass
-        "" to reject whatever is pending). The same approver repeating the same verdict gets
-        the record back (a retry after a lost reply), without a second event.
+        Errors, in this order: APPROVAL_NOT_FOUND; FORBIDDEN (the approver holds neither every
+        approver role nor, once escalated, every escalation role); APPROVAL_SELF_APPROVAL
+        (SI-4); APPROVAL_EXPIRED; APPROVAL_ALREADY_DECIDED; APPROVAL_INPUT_MISMATCH (SI-5:
+        `input_hash` is not the stored one — also when another approver edited it meanwhile;
+        a rejection may pass "" to reject whatever is pending); FORBIDDEN naming the roles
+        still missing (a vote that cannot help cover `distinct_roles` within the quorum).
+
+        One rejection rejects. An approval adds the approver's vote (distinct (issuer, id));
+        the vote that makes the quorum approves (`decided_by` is its approver), any earlier
+        one publishes `voted`. The same approver repeating a verdict gets the record back (a
+        retry after a lost reply, or a second vote: counted once), without an event.
+
+        `edit` (approvals only): after the same checks, the input becomes `edit.input`, the
+        requester's original is kept (from the first edit), the votes are reset and this
+        approver's is counted: publishes `edited`, and `approved` when that completes it.
         """
         if not valid_id(approval_id):
             raise not_found()
         if approver.anonymous:
             raise CapabilityError(Code.FORBIDDEN, reason="anonymous approver")
+        if edit is not None and not approve:
+            raise ValueError("only an approval may carry an edited input")
+        if edit is not None and _input_hash(edit.input) != edit.input_hash:
+            raise ValueError("the edited input does not hash to its input_hash")
         verdict = Status.APPROVED if approve else Status.REJECTED
-        now = self._clock()
         args = [
-            now,
+            self._clock(),
             verdict.value,
             approver.issuer,
             approver.id,
@@ -275,19 +320,31 @@ class RedisApprovalStore:
             note,
             input_hash,
             "1" if self._settings.reject_self_approval else "0",
+            b"" if edit is None else orjson.dumps(edit.input),
+            "" if edit is None else edit.input_hash,
             *approver.roles,
         ]
         with available():
             reply = await self._run("decide", self._keys.record(approval_id), *args)
-            code, changed = bytes(reply[0]).decode(), _flag(reply[1])
-            if code == Code.APPROVAL_EXPIRED and changed:
-                await self._left_pending(from_flat(reply[2:]), "expired")
+            code = bytes(reply[0]).decode()
+            events = [e for e in bytes(reply[1]).decode().split(",") if e]
+            if code == _DISTINCT_ROLES:
+                raise _roles_missing([bytes(r).decode() for r in reply[2:]])
+            record = from_flat(reply[2:]) if events else None
+            for event in events:
+                assert record is not None
+                await self._published(record, event)
             if code != "OK":
                 raise CapabilityError(Code(code), reason=f"decide refused: {code}")
-            record = from_flat(reply[2:])
-            if changed:
-                await self._left_pending(record, verdict.value)
-        return record
+            return record if record is not None else from_flat(reply[2:])
+
+    async def _published(self, record: ApprovalRecord, event: str) -> None:
+        if event in _LEAVES_PENDING:
+            await self._left_pending(record, event)
+        else:
+            if event == "escalated":
+                await upkeep.drop_from_escalation(self._redis, self._keys, record.id)
+            await self._after(record, event)
 
     async def consume(
         self, approval_id: str, *, requester: Actor, surface: str, execution_id: str
@@ -467,6 +524,21 @@ class RedisApprovalStore:
                     await self._left_pending(record, None)
             await upkeep.retire_due(self._redis, self._keys, when)
         return expired
+
+    async def escalate_sweep(self, now: float | None = None) -> int:
+        """Escalate due pending records (docs/approvals.md "Escalation"): each once across
+        every replica sweeping, with the `escalated` event; returns how many this call did."""
+        when = self._clock() if now is None else now
+        escalated = 0
+        with available():
+            for approval_id in await upkeep.due_escalations(self._redis, self._keys, when):
+                reply = await self._run("escalate", self._keys.record(approval_id), when)
+                if bytes(reply[0]) == b"OK" and _flag(reply[1]):
+                    escalated += 1
+                    await self._published(from_flat(reply[2:]), "escalated")
+                else:  # gone, decided, expired or escalated by another caller: not due again
+                    await upkeep.drop_from_escalation(self._redis, self._keys, approval_id)
+        return escalated
 
     async def reconcile(self) -> upkeep.ReconcileReport:
         """Rebuild every index from a SCAN of the records, with TTLs that outlive them (the

@@ -6,8 +6,9 @@ crash between a transition and its index update leaves an index that is merely s
 reads the records themselves and skips what no longer matches — and `reconcile()` makes the
 indexes exact again from a SCAN of the records.
 
-Bounds (issue 14): an entry leaves the pending and actor indexes when its record leaves pending
-(decided, expired — the sweep expires due ones), and the all-ids and capability indexes when its
+Bounds (issue 14): an entry leaves the pending, actor and escalation indexes when its record
+leaves pending (decided, expired — the sweep expires due ones; the escalation index also once
+the record is escalated), and the all-ids and capability indexes when its
 record's retention ends: `retire` schedules each record's end (expiry + retention, the record's
 own TTL) and the sweep drops what is due. Every index key's TTL is extended to its longest-lived
 record's on each write, so an index outlives no record it lists by more than one retention.
@@ -67,7 +68,11 @@ def queue_created(
     pipe.zadd(keys.all, {record.id: record.created_at})
     pipe.zadd(capability, {record.id: record.created_at})
     pipe.zadd(keys.retire, {retire_member(record): record_end(record, retention_s)})
-    return [keys.pending, keys.all, capability, keys.retire]
+    written = [keys.pending, keys.all, capability, keys.retire]
+    if record.escalate_at is not None and record.escalate_at < record.expires_at:
+        pipe.zadd(keys.escalate, {record.id: record.escalate_at})
+        written.append(keys.escalate)
+    return written
 
 
 async def extend_ttls(extend: Script, indexes: Collection[str], ttl_ms: int) -> None:
@@ -78,10 +83,21 @@ async def extend_ttls(extend: Script, indexes: Collection[str], ttl_ms: int) -> 
 def queue_left_pending(pipe: RedisPipeline, keys: Keys, record: ApprovalRecord) -> None:
     pipe.zrem(keys.pending, record.id)
     pipe.zrem(keys.actor(record.requester.identity), record.id)
+    pipe.zrem(keys.escalate, record.id)
 
 
 async def drop_from_pending(redis: RedisClient, keys: Keys, approval_id: str) -> None:
     await redis.zrem(keys.pending, approval_id)
+
+
+async def drop_from_escalation(redis: RedisClient, keys: Keys, approval_id: str) -> None:
+    await redis.zrem(keys.escalate, approval_id)
+
+
+async def due_escalations(redis: RedisClient, keys: Keys, now: float) -> list[str]:
+    """Pending ids whose `escalate_at` has come (bounded per call)."""
+    rows = await redis.zrangebyscore(keys.escalate, "-inf", now, start=0, num=_SWEEP_BATCH)
+    return [_text(member) for member in rows]
 
 
 async def due_pending(redis: RedisClient, keys: Keys, now: float) -> list[str]:
@@ -109,6 +125,7 @@ async def retire_due(redis: RedisClient, keys: Keys, now: float) -> int:
             pipe.zrem(keys.all, approval_id)
             pipe.zrem(keys.capability(capability_id), approval_id)
             pipe.zrem(keys.pending, approval_id)
+            pipe.zrem(keys.escalate, approval_id)
             pipe.zrem(keys.retire, member)
             retired += 1
         else:
@@ -159,6 +176,15 @@ def _stale(
     return wrong
 
 
+def _escalation_due_later(record: ApprovalRecord) -> bool:
+    """A pending record the escalation sweep has still to look at."""
+    return (
+        record.escalate_at is not None
+        and record.escalated_at is None
+        and record.escalate_at < record.expires_at
+    )
+
+
 def _bare(member: str) -> str:
     return member
 
@@ -190,6 +216,7 @@ async def reconcile(
     targets[keys.pending] = _Target({}, pending_only=True)
     targets[keys.all] = _Target({})
     targets[keys.retire] = _Target({}, id_of=_retired_id)
+    targets[keys.escalate] = _Target({}, pending_only=True)
     for key in await _scan(redis, keys.actor_pattern):
         targets[key] = _Target({}, pending_only=True)
     for key in await _scan(redis, keys.capability_pattern):
@@ -207,6 +234,9 @@ async def reconcile(
             if actor not in targets:
                 targets[actor] = _Target({}, pending_only=True)
             entries.append((actor, record.id, record.expires_at))
+            if _escalation_due_later(record):
+                assert record.escalate_at is not None
+                entries.append((keys.escalate, record.id, record.escalate_at))
         for index, member, score in entries:
             target = targets[index]
             target.desired[member] = score
