@@ -1,6 +1,7 @@
 """One shared test stack for every client suite: a real Redis, the example upstream and the
-gateway (tests/gateway/gateway.yaml), started once. `start` writes `.run/stack.json`
-(addresses, tokens, JWKS path) and returns when all are serving; `stop` ends them.
+gateway (tests/stack/: tests/gateway/gateway.yaml plus the approvals the clients meet), started
+once. `start` writes `.run/stack.json` (addresses, tokens, JWKS path) and returns when all are
+serving; `stop` ends them.
 
     python scripts/stack.py start      # background processes, pids in .run/stack.pids
     python scripts/stack.py stop
@@ -67,7 +68,7 @@ def start() -> None:
             "gateway.cli.main",
             "serve",
             "--config",
-            str(ROOT / "tests/gateway/gateway.yaml"),
+            str(ROOT / "tests/stack"),
             "--ready-file",
             str(ready),
             "--no-watch",
@@ -98,6 +99,7 @@ def start() -> None:
         "tokens": {
             "alice": token("alice", lifetime=3600),
             "bob": token("bob", audience="capgate-admin", lifetime=3600),
+            "carol": token("carol", audience="capgate-admin", lifetime=3600),
             "bob_agent": token("bob", lifetime=3600),
             "root": token("root", lifetime=3600),
         },

@@ -3,6 +3,7 @@ package capgate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -26,6 +27,23 @@ type Approval struct {
 	DecisionNote string
 	Risk         string
 	SideEffect   string
+	// Edited is set once an approver changed the input: InputHash is then the edited input's
+	// hash, OriginalInputHash the requester's, and Patch the change (after the capability's
+	// redact.approval_input rules).
+	Edited            bool
+	OriginalInputHash string
+	Patch             []PatchOp
+	// Quorum is how many distinct approvers must approve (1 unless a requirement says more) and
+	// ApprovalsReceived how many did so far for the current input; Progress says "1 of 2".
+	// DistinctRoles must each be held by a different approver.
+	Quorum            int
+	ApprovalsReceived int
+	DistinctRoles     []string
+	// EscalatedAt is set (non-zero) once the approval stayed pending past its requirement's
+	// escalate_after, planned for EscalateAt; holders of EscalationRoles may then decide too.
+	EscalatedAt     time.Time
+	EscalateAt      time.Time
+	EscalationRoles []string
 	// Proto is the full message (requester, decided_by, approver constraint, ...).
 	Proto *capgatev1.Approval
 }
@@ -49,17 +67,32 @@ func (a *Approval) Approved() bool {
 	return false
 }
 
-func approvalFromProto(p *capgatev1.Approval) *Approval {
+// Progress is the quorum progress as approvers read it: "1 of 2".
+func (a *Approval) Progress() string {
+	return fmt.Sprintf("%d of %d", a.ApprovalsReceived, a.Quorum)
+}
+
+func approvalFromProto(p *capgatev1.Approval) (*Approval, error) {
 	if p == nil {
-		return &Approval{}
+		return &Approval{Quorum: 1}, nil
+	}
+	patch, err := decodePatch(p.GetPatchJson())
+	if err != nil {
+		return nil, err
 	}
 	return &Approval{
 		ID: p.GetId(), CapabilityID: p.GetCapabilityId(), Status: p.GetStatus(),
 		Reasons: p.GetReasons(), Message: p.GetMessage(), InputHash: p.GetInputHash(),
 		CreatedAt: asTime(p.GetCreatedAt()), ExpiresAt: asTime(p.GetExpiresAt()),
 		DecidedAt: asTime(p.GetDecidedAt()), DecisionNote: p.GetDecisionNote(),
-		Risk: p.GetRisk(), SideEffect: p.GetSideEffect(), Proto: p,
-	}
+		Risk: p.GetRisk(), SideEffect: p.GetSideEffect(),
+		Edited: p.GetEdited(), OriginalInputHash: p.GetOriginalInputHash(), Patch: patch,
+		// A gateway from before quorums sends 0: one approver decides.
+		Quorum: max(1, int(p.GetQuorum())), ApprovalsReceived: int(p.GetApprovalsReceived()),
+		DistinctRoles: p.GetDistinctRoles(), EscalatedAt: asTime(p.GetEscalatedAt()),
+		EscalateAt: asTime(p.GetEscalateAt()), EscalationRoles: p.GetEscalationRoles(),
+		Proto: p,
+	}, nil
 }
 
 func asTime(ts *timestamppb.Timestamp) time.Time {
@@ -82,7 +115,7 @@ func approvalResponse(ctx context.Context, resp *capgatev1.GetApprovalResponse, 
 	if resp.GetError() != nil {
 		return nil, fromProto(resp.GetError())
 	}
-	return approvalFromProto(resp.GetApproval()), nil
+	return approvalFromProto(resp.GetApproval())
 }
 
 // maxWait is the gateway's cap on one WaitApproval long-poll.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/capgate/capgate/clients/go/capgatev1"
@@ -20,6 +21,14 @@ type Result struct {
 	ExecutionState capgatev1.ExecutionState
 	ApprovalID     string // set on executions that resume an approval
 	Revision       string
+	// GrantID is set when a standing grant stood in for the approval this call needed: it ran
+	// at once, without an approval of its own (docs/approvals.md, Grants).
+	GrantID string
+	// Edited is set on a Resume whose approver changed the input: the edited input ran, and
+	// Patch is the change from the requester's input to it (after the capability's
+	// redact.approval_input rules); nil unless Edited.
+	Edited bool
+	Patch  []PatchOp
 	// Outcome is one of *Completed, *ApprovalRequired, *Failed, *Cancelled.
 	Outcome Outcome
 }
@@ -66,7 +75,13 @@ func resultFromProto(pr *capgatev1.ExecutionResult) (*Result, error) {
 		ExecutionID: pr.GetExecutionId(), CapabilityID: pr.GetCapabilityId(),
 		Attempts: int(pr.GetAttempts()), ExecutionState: pr.GetExecutionState(),
 		ApprovalID: pr.GetApprovalId(), Revision: pr.GetRevision(),
+		GrantID: pr.GetGrantId(), Edited: pr.GetEdited(),
 	}
+	patch, err := decodePatch(pr.GetPatchJson())
+	if err != nil {
+		return nil, err
+	}
+	r.Patch = patch
 	if pr.GetDuration() != nil {
 		r.Duration = pr.GetDuration().AsDuration()
 	}
@@ -81,7 +96,11 @@ func resultFromProto(pr *capgatev1.ExecutionResult) (*Result, error) {
 		}
 		r.Outcome = &Completed{Output: out, JSON: raw}
 	case *capgatev1.ExecutionResult_ApprovalRequired:
-		r.Outcome = &ApprovalRequired{Approval: approvalFromProto(o.ApprovalRequired.GetApproval())}
+		a, err := approvalFromProto(o.ApprovalRequired.GetApproval())
+		if err != nil {
+			return nil, err
+		}
+		r.Outcome = &ApprovalRequired{Approval: a}
 	case *capgatev1.ExecutionResult_Failed:
 		r.Outcome = &Failed{Err: fromProto(o.Failed)}
 	case *capgatev1.ExecutionResult_Cancelled:
@@ -90,4 +109,25 @@ func resultFromProto(pr *capgatev1.ExecutionResult) (*Result, error) {
 		return nil, fmt.Errorf("capgate: envelope %q has no outcome", pr.GetExecutionId())
 	}
 	return r, nil
+}
+
+// PatchOp is one RFC 6902 JSON Patch operation. The gateway writes add, remove and replace, with
+// Path an RFC 6901 pointer ("/amount") and Value the new JSON value (numbers as float64).
+type PatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	From  string `json:"from,omitempty"`
+	Value any    `json:"value,omitempty"`
+}
+
+// decodePatch reads a patch_json field: nil for an empty one.
+func decodePatch(text string) ([]PatchOp, error) {
+	if strings.TrimSpace(text) == "" {
+		return nil, nil
+	}
+	var ops []PatchOp
+	if err := json.Unmarshal([]byte(text), &ops); err != nil {
+		return nil, fmt.Errorf("capgate: the patch is not a JSON Patch: %w", err)
+	}
+	return ops, nil
 }
