@@ -5,7 +5,7 @@ The server-side helper for upstream services is `capgate_client.server` (extra `
 """
 
 from capgate_client.aio import AsyncAdminClient, AsyncClient
-from capgate_client.calls import ApprovalPage, CheckResult, Decision
+from capgate_client.calls import ApprovalPage, CheckResult, Decision, GrantPage
 from capgate_client.connection import LocalActor, Tls
 from capgate_client.envelope import (
     Actor,
@@ -18,7 +18,10 @@ from capgate_client.envelope import (
     Completed,
     Execution,
     Failed,
+    Grant,
+    GrantStatus,
     Outcome,
+    PatchOperation,
 )
 from capgate_client.errors import CapgateError, ErrorCode, ExecutionState, Issue
 from capgate_client.sync import AdminClient, Client
@@ -44,8 +47,12 @@ __all__ = [
     "Execution",
     "ExecutionState",
     "Failed",
+    "Grant",
+    "GrantPage",
+    "GrantStatus",
     "Issue",
     "LocalActor",
     "Outcome",
+    "PatchOperation",
     "Tls",
 ]

@@ -10,19 +10,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
 import grpc
 
 from capgate_client import _json, calls
-from capgate_client._proto import admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
-from capgate_client.calls import ApprovalPage, CheckResult, JsonDumps
+from capgate_client._proto import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
+from capgate_client.calls import ApprovalPage, CheckResult, GrantPage, JsonDumps
 from capgate_client.connection import LocalActor, Settings, Tls, Token
 from capgate_client.envelope import (
+    Actor,
     Approval,
     ApprovalStatus,
     Catalog,
+    Grant,
+    GrantStatus,
     JsonLoads,
     Outcome,
     catalog_from_proto,
@@ -200,10 +204,21 @@ class AsyncAdminClient(_AsyncBase):
         return calls.approvals_page(answer, self._loads)
 
     async def approve(
-        self, approval_id: str, input_hash: str, *, note: str = "", timeout: float | None = None
+        self,
+        approval_id: str,
+        input_hash: str,
+        *,
+        note: str = "",
+        edited_input: Any = None,
+        timeout: float | None = None,
     ) -> Approval:
-        """Approve; `input_hash` is the hash the approver saw (a mismatch is refused)."""
-        request = calls.decide_request(approval_id, True, input_hash, note)
+        """Approve; `input_hash` is the hash the approver saw (a mismatch is refused). With
+        `edited_input` (capabilities with approval.editable), approve that input instead: the
+        gateway validates and governs it as the requester's call before storing anything. Under
+        a quorum the answer may still be PENDING: see `progress`."""
+        request = calls.decide_request(
+            approval_id, True, input_hash, note, calls.encode(edited_input, self._dumps)
+        )
         answer = await self._call(self._stub.DecideApproval, request, timeout)
         return calls.approval_of(answer, self._loads)
 
@@ -213,3 +228,65 @@ class AsyncAdminClient(_AsyncBase):
         request = calls.decide_request(approval_id, False, input_hash, note)
         answer = await self._call(self._stub.DecideApproval, request, timeout)
         return calls.approval_of(answer, self._loads)
+
+    async def create_grant(
+        self,
+        *,
+        expires_in: timedelta | float,
+        actor: Actor | None = None,
+        role: str = "",
+        capability_id: str = "",
+        tag: str = "",
+        constraint: str = "",
+        max_uses: int = 0,
+        amount: str = "",
+        max_total: float = 0.0,
+        note: str = "",
+        from_approval_id: str = "",
+        timeout: float | None = None,
+    ) -> Grant:
+        """Create a standing grant: whom (`actor` or `role`), what (`capability_id` or `tag`),
+        a CEL `constraint` over `input`, `expires_in` (seconds or a timedelta), optional caps.
+        With `from_approval_id`, whom and what default to that approval's requester and
+        capability (the approval itself is not decided)."""
+        request = calls.create_grant_request(
+            expires_in=expires_in,
+            actor=actor,
+            role=role,
+            capability_id=capability_id,
+            tag=tag,
+            constraint=constraint,
+            max_uses=max_uses,
+            amount=amount,
+            max_total=max_total,
+            note=note,
+            from_approval_id=from_approval_id,
+        )
+        return calls.grant_of(await self._call(self._stub.CreateGrant, request, timeout))
+
+    async def list_grants(
+        self,
+        *,
+        statuses: Sequence[GrantStatus] = (),
+        capability_id: str = "",
+        actor_id: str = "",
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+    ) -> GrantPage:
+        """Grants (default: active), newest first, one page at a time."""
+        request = calls.list_grants_request(
+            statuses, capability_id, actor_id, page_size, page_token
+        )
+        return calls.grants_page(await self._call(self._stub.ListGrants, request, timeout))
+
+    async def get_grant(self, grant_id: str, *, timeout: float | None = None) -> Grant:
+        request = admin_pb2.GetGrantRequest(grant_id=grant_id)
+        return calls.grant_of(await self._call(self._stub.GetGrant, request, timeout))
+
+    async def revoke_grant(
+        self, grant_id: str, *, note: str = "", timeout: float | None = None
+    ) -> Grant:
+        """Revoke at once, on every replica; calls it covered wait for approvals again."""
+        request = admin_pb2.RevokeGrantRequest(grant_id=grant_id, note=note)
+        return calls.grant_of(await self._call(self._stub.RevokeGrant, request, timeout))

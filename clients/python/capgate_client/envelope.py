@@ -43,6 +43,28 @@ class ApprovalStatus(StrEnum):
         return int(types_pb2.ApprovalStatus.Value(f"APPROVAL_STATUS_{self.value}"))
 
 
+class GrantStatus(StrEnum):
+    """ACTIVE → REVOKED | EXHAUSTED (max_uses or max_total reached) | EXPIRED."""
+
+    UNSPECIFIED = "UNSPECIFIED"
+    ACTIVE = "ACTIVE"
+    REVOKED = "REVOKED"
+    EXHAUSTED = "EXHAUSTED"
+    EXPIRED = "EXPIRED"
+
+    @classmethod
+    def from_proto(cls, value: int) -> GrantStatus:
+        return _by_number(cls, types_pb2.GrantStatus, value, "GRANT_STATUS_")
+
+    def to_proto(self) -> int:
+        return int(types_pb2.GrantStatus.Value(f"GRANT_STATUS_{self.value}"))
+
+
+# One RFC 6902 JSON Patch operation as the gateway sent it: {"op", "path", "value"} (the gateway
+# writes add, remove and replace), ready for a JSON Patch library.
+PatchOperation: TypeAlias = dict[str, Any]
+
+
 @dataclass(frozen=True, slots=True)
 class Actor:
     """An authenticated identity; identity is the pair (issuer, id)."""
@@ -77,11 +99,64 @@ class Approval:
     requesting_execution_id: str = ""
     resumed_execution_id: str = ""
     surface: str = ""
+    # Approve with edits: once an approver changed the input, `input_hash` is the edited input's
+    # and `original_input_hash` the requester's; `patch` is the change (after the capability's
+    # redact.approval_input rules).
+    edited: bool = False
+    original_input_hash: str = ""
+    patch: tuple[PatchOperation, ...] = ()
+    edited_by: Actor | None = None
+    # Quorum: distinct approvers needed and approvals counted so far for the current input.
+    quorum: int = 1
+    approvals_received: int = 0
+    distinct_roles: tuple[str, ...] = ()  # each held by a different approver
+    approved_by: tuple[Actor, ...] = ()  # only on ApprovalAdmin answers
+    # Escalation: set once the approval stayed pending past escalate_after (`escalate_at`);
+    # holders of `escalation_roles` may then decide too.
+    escalated_at: datetime | None = None
+    escalate_at: datetime | None = None
+    escalation_roles: tuple[str, ...] = ()
 
     @property
     def decided(self) -> bool:
         """True once the approval left PENDING."""
         return self.status is not ApprovalStatus.PENDING
+
+    @property
+    def progress(self) -> str:
+        """The quorum progress as approvers read it: "1 of 2"."""
+        return f"{self.approvals_received} of {self.quorum}"
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """A standing approval: calls it covers that policies send to approval run at once."""
+
+    id: str
+    status: GrantStatus
+    actor: Actor | None = None  # whom: one actor (issuer and id) ...
+    role: str = ""  # ... or every actor holding this role
+    capability_id: str = ""  # what: one capability ...
+    tag: str = ""  # ... or every capability carrying this tag
+    constraint: str = ""  # CEL over `input`; empty covers any input
+    created_at: datetime | None = None
+    expires_at: datetime | None = None
+    max_uses: int = 0  # 0: no cap
+    uses: int = 0
+    amount: str = ""  # CEL amount over `input`, capped in total by max_total (0: no cap)
+    max_total: float = 0.0
+    total: float = 0.0
+    created_by: Actor | None = None
+    created_via: Actor | None = None
+    note: str = ""
+    from_approval_id: str = ""
+    revoked_at: datetime | None = None
+    revoked_by: Actor | None = None
+    approver_roles: tuple[str, ...] = ()  # the creator's approver roles at creation
+
+    @property
+    def active(self) -> bool:
+        return self.status is GrantStatus.ACTIVE
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +200,11 @@ class Execution:
     execution_state: ExecutionState = ExecutionState.UNSPECIFIED
     approval_id: str = ""  # set on executions that resume an approval
     revision: str = ""
+    grant_id: str = ""  # set when a standing grant stood in for the approval this call needed
+    # On a Resume whose approver edited the input: the edited input ran; `patch` is the change
+    # from the requester's input (after the capability's redact.approval_input rules).
+    edited: bool = False
+    patch: tuple[PatchOperation, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +264,14 @@ def _actor(message: Any, field: str) -> Actor | None:
     return Actor(a.id, a.issuer, a.kind, tuple(a.roles))
 
 
+def _patch(text: str, loads: JsonLoads) -> tuple[PatchOperation, ...]:
+    return tuple(loads(text)) if text else ()
+
+
+def _actors(actors: Any) -> tuple[Actor, ...]:
+    return tuple(Actor(a.id, a.issuer, a.kind, tuple(a.roles)) for a in actors)
+
+
 def approval_from_proto(a: Any, loads: JsonLoads = _json.loads) -> Approval:
     return Approval(
         id=a.id,
@@ -206,6 +294,43 @@ def approval_from_proto(a: Any, loads: JsonLoads = _json.loads) -> Approval:
         requesting_execution_id=a.requesting_execution_id,
         resumed_execution_id=a.resumed_execution_id,
         surface=a.surface,
+        edited=a.edited,
+        original_input_hash=a.original_input_hash,
+        patch=_patch(a.patch_json, loads),
+        edited_by=_actor(a, "edited_by"),
+        quorum=max(1, a.quorum),  # a gateway from before quorums sends 0: one approver
+        approvals_received=a.approvals_received,
+        distinct_roles=tuple(a.distinct_roles),
+        approved_by=_actors(a.approved_by),
+        escalated_at=_when(a, "escalated_at"),
+        escalate_at=_when(a, "escalate_at"),
+        escalation_roles=tuple(a.escalation_roles),
+    )
+
+
+def grant_from_proto(g: Any) -> Grant:
+    return Grant(
+        id=g.id,
+        status=GrantStatus.from_proto(g.status),
+        actor=_actor(g, "actor"),
+        role=g.role,
+        capability_id=g.capability_id,
+        tag=g.tag,
+        constraint=g.constraint,
+        created_at=_when(g, "created_at"),
+        expires_at=_when(g, "expires_at"),
+        max_uses=g.max_uses,
+        uses=g.uses,
+        amount=g.amount,
+        max_total=g.max_total,
+        total=g.total,
+        created_by=_actor(g, "created_by"),
+        created_via=_actor(g, "created_via"),
+        note=g.note,
+        from_approval_id=g.from_approval_id,
+        revoked_at=_when(g, "revoked_at"),
+        revoked_by=_actor(g, "revoked_by"),
+        approver_roles=tuple(g.approver_roles),
     )
 
 
@@ -237,6 +362,9 @@ def outcome_from_proto(r: Any, loads: JsonLoads = _json.loads) -> Outcome:
         "execution_state": ExecutionState.from_proto(r.execution_state),
         "approval_id": r.approval_id,
         "revision": r.revision,
+        "grant_id": r.grant_id,
+        "edited": r.edited,
+        "patch": _patch(r.patch_json, loads),
     }
     kind = r.WhichOneof("outcome")
     if kind == "completed":
