@@ -85,6 +85,17 @@ class PolicySet:
         phase = Phase(phase)
         return bool(self._select(phase, capability) or self._listed(phase, capability_policies))
 
+    def applicable(
+        self, phase: Phase, capability: Mapping[str, Any], capability_policies: tuple[str, ...]
+    ) -> tuple[CompiledPolicy, ...]:
+        """The compiled policies that can apply to the capability in `phase`: the global ones
+        its static match selects (a `match.expr` is not evaluated: it may hold) and the listed
+        ones that exist, in evaluation order. What a standing grant's creator must be an
+        approver for (docs/approvals.md "Grants")."""
+        phase = Phase(phase)
+        listed = self._listed(phase, capability_policies)
+        return (*self._select(phase, capability), *(p for p in listed if not isinstance(p, str)))
+
     def hides_without_input(
         self, capability: Mapping[str, Any], capability_policies: tuple[str, ...]
     ) -> bool:

@@ -26,6 +26,7 @@ from gateway.state.approvals.convert import to_proto
 from gateway.transport import grpclog, reflection
 from gateway.transport.admin.approvals import ApprovalAdminServicer
 from gateway.transport.admin.cache import CacheAdminServicer
+from gateway.transport.admin.grants import GrantAdmin
 from gateway.transport.admin.policy import PolicyAdminServicer
 from gateway.transport.auth.listeners import build_authenticator, server_credentials
 from gateway.transport.servicer import CapabilityGatewayServicer, Stage1
@@ -158,6 +159,7 @@ def build_listener(
                     authenticate=stage1.actor,
                     listener=listener,
                     drain=runtime.drain,
+                    grants=GrantAdmin(snapshot, runtime, listener=listener),
                     view=lambda record: to_proto(
                         record,
                         include_input=True,

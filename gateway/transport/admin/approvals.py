@@ -8,6 +8,7 @@ position → OUT_OF_RANGE so the client re-lists, the store down while streaming
 Who sees what: a caller sees the approvals it may decide — it holds every required role and,
 with self-approval refused, is not the requester (SI-4) — unless it holds one of the listener's
 `auditor_roles` or is an allow-listed inbox (`on_behalf_of`), which see every approval.
+Standing grants' RPCs are `gateway.transport.admin.grants`'s (who sees and revokes which).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from gateway.state.approvals.convert import actor_from_proto, error_to_proto, to
 from gateway.state.approvals.events import WatchGap
 from gateway.state.approvals.records import ApprovalRecord, Status
 from gateway.state.approvals.store import RedisApprovalStore
+from gateway.transport.admin.grants import GrantAdmin
 from gateway.transport.auth.base import AuthenticationFailed
 
 Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
@@ -61,8 +63,10 @@ class ApprovalAdminServicer(admin_pb2_grpc.ApprovalAdminServicer):  # type: igno
         listener: Listener,
         view: View | None = None,
         drain: Drain | None = None,
+        grants: GrantAdmin | None = None,
     ) -> None:
         self._store = store
+        self._grants = grants
         # A shutdown ends watch streams with status OK before the grace period ends.
         self._drain = drain
         self._authenticate = authenticate
@@ -133,7 +137,12 @@ class ApprovalAdminServicer(admin_pb2_grpc.ApprovalAdminServicer):  # type: igno
         )
 
     async def _approver(
-        self, caller: Actor, request: admin_pb2.DecideApprovalRequest, context: Context
+        self,
+        caller: Actor,
+        request: admin_pb2.DecideApprovalRequest
+        | admin_pb2.CreateGrantRequest
+        | admin_pb2.RevokeGrantRequest,
+        context: Context,
     ) -> tuple[Actor, Actor | None]:
         if not request.HasField("on_behalf_of"):
             return caller, None
@@ -199,3 +208,52 @@ class ApprovalAdminServicer(admin_pb2_grpc.ApprovalAdminServicer):  # type: igno
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "malformed after_event_id")
         except CapabilityError as err:
             await context.abort(grpc.StatusCode.UNAVAILABLE, err.public_message)
+
+    # -- standing grants (gateway/transport/admin/grants.py) -------------------------------------
+
+    def _no_grants(self) -> types_pb2.CapabilityError:
+        return error_to_proto(
+            CapabilityError(Code.APPROVAL_UNAVAILABLE, retryable=False, reason="grants are off")
+        )
+
+    async def CreateGrant(
+        self, request: admin_pb2.CreateGrantRequest, context: Context
+    ) -> admin_pb2.GrantResponse:
+        caller = await self._actor(context)
+        try:
+            approver, via = await self._approver(caller, request, context)
+        except CapabilityError as err:
+            return admin_pb2.GrantResponse(error=error_to_proto(err))
+        if self._grants is None:
+            return admin_pb2.GrantResponse(error=self._no_grants())
+        return await self._grants.create(approver, via, request)
+
+    async def ListGrants(
+        self, request: admin_pb2.ListGrantsRequest, context: Context
+    ) -> admin_pb2.ListGrantsResponse:
+        caller = await self._actor(context)
+        if self._grants is None:
+            return admin_pb2.ListGrantsResponse(error=self._no_grants())
+        return await self._grants.list(caller, request, context)
+
+    async def GetGrant(
+        self, request: admin_pb2.GetGrantRequest, context: Context
+    ) -> admin_pb2.GrantResponse:
+        caller = await self._actor(context)
+        if self._grants is None:
+            return admin_pb2.GrantResponse(error=self._no_grants())
+        return await self._grants.get(caller, request)
+
+    async def RevokeGrant(
+        self, request: admin_pb2.RevokeGrantRequest, context: Context
+    ) -> admin_pb2.GrantResponse:
+        caller = await self._actor(context)
+        if not request.grant_id:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "grant_id is required")
+        try:
+            approver, via = await self._approver(caller, request, context)
+        except CapabilityError as err:
+            return admin_pb2.GrantResponse(error=error_to_proto(err))
+        if self._grants is None:
+            return admin_pb2.GrantResponse(error=self._no_grants())
+        return await self._grants.revoke(approver, via, request)
