@@ -14,18 +14,24 @@ import { CapabilityGateway } from "./gen/capgate/v1/gateway_pb.js";
 import {
   ApprovalStatus as PbApprovalStatus,
   Decision as PbDecision,
+  GrantStatus as PbGrantStatus,
   type Approval as PbApproval,
   type CapabilityError as PbCapabilityError,
+  type Grant as PbGrant,
 } from "./gen/capgate/v1/types_pb.js";
 import { CapgateError, enumName } from "./errors.js";
 import {
   approvalFromProto,
   defaultJson,
   descriptorFromProto,
+  grantFromProto,
   outcomeFromProto,
+  type Actor,
   type Approval,
   type ApprovalStatus,
   type CapabilityDescriptor,
+  type Grant,
+  type GrantStatus,
   type JsonCodec,
   type Outcome,
 } from "./envelope.js";
@@ -73,6 +79,9 @@ export interface CheckResult {
   readonly error: CapgateError | undefined;
   readonly approvalReasons: readonly string[];
   readonly revision: string;
+  /** With REQUIRE_APPROVAL: the live grant `invoke` would use instead of asking (a check uses
+   * nothing); empty when none applies now. */
+  readonly grantId: string;
 }
 
 abstract class Base {
@@ -177,6 +186,7 @@ export class CapgateClient extends Base {
       error: res.error === undefined ? undefined : CapgateError.fromProto(res.error),
       approvalReasons: [...res.approvalReasons],
       revision: res.revision,
+      grantId: res.grantId,
     };
   }
 
@@ -234,6 +244,43 @@ export interface ListApprovalsOptions extends CallOptions {
   readonly pageToken?: string;
 }
 
+export interface ApproveOptions extends CallOptions {
+  readonly note?: string;
+  /** Approve this input instead of the requester's (capabilities with approval.editable): the
+   * gateway validates and governs it as the requester's call before storing anything. */
+  readonly editedInput?: unknown;
+}
+
+export interface CreateGrantOptions extends CallOptions {
+  /** How long the grant lives (required; at most the gateway's approvals.grants.max_expires_in). */
+  readonly expiresInMs: number;
+  /** Whom: one actor (issuer and id) or every actor holding `role`. */
+  readonly actor?: Pick<Actor, "id" | "issuer">;
+  readonly role?: string;
+  /** What: one capability or every capability carrying `tag`. */
+  readonly capabilityId?: string;
+  readonly tag?: string;
+  /** CEL over `input`, type-checked at creation; empty covers any input. */
+  readonly constraint?: string;
+  readonly maxUses?: number;
+  /** CEL amount over `input`; `maxTotal` caps its total. */
+  readonly amount?: string;
+  readonly maxTotal?: number;
+  readonly note?: string;
+  /** Create it from a pending approval: whom and what default to its requester and capability
+   * (the approval itself is not decided). */
+  readonly fromApprovalId?: string;
+}
+
+export interface ListGrantsOptions extends CallOptions {
+  /** Default: ACTIVE only. */
+  readonly statuses?: readonly GrantStatus[];
+  readonly capabilityId?: string;
+  readonly actorId?: string;
+  readonly pageSize?: number;
+  readonly pageToken?: string;
+}
+
 /** An approver's client of ApprovalAdmin (admin listeners only). Deciding executes nothing. */
 export class ApprovalAdminClient extends Base {
   private readonly admin: Client<typeof ApprovalAdmin>;
@@ -263,8 +310,9 @@ export class ApprovalAdminClient extends Base {
     return { approvals: res.approvals.map((a) => approvalFromProto(a, this.json)), nextPageToken: res.nextPageToken };
   }
 
-  /** Approve; `inputHash` is the hash the approver saw (a mismatch is refused). */
-  approve(approvalId: string, inputHash: string, options: CallOptions & { note?: string } = {}): Promise<Approval> {
+  /** Approve; `inputHash` is the hash the approver saw (a mismatch is refused). Under a quorum
+   * the approval may stay PENDING: see `approvalProgress`. */
+  approve(approvalId: string, inputHash: string, options: ApproveOptions = {}): Promise<Approval> {
     return this.decide(approvalId, Verdict.APPROVE, inputHash, options);
   }
 
@@ -276,10 +324,72 @@ export class ApprovalAdminClient extends Base {
     approvalId: string,
     verdict: Verdict,
     inputHash: string,
-    options: CallOptions & { note?: string },
+    options: ApproveOptions,
   ): Promise<Approval> {
-    const request = { approvalId, verdict, inputHash, note: options.note ?? "" };
+    const request = {
+      approvalId,
+      verdict,
+      inputHash,
+      note: options.note ?? "",
+      editedInputJson: this.encode(options.editedInput),
+    };
     const res = await this.rpc(() => this.admin.decideApproval(request, this.callOptions(options)));
     return this.approvalOrThrow(res.approval, res.error);
+  }
+
+  /** Create a standing grant; refused (INPUT_INVALID, FORBIDDEN) as docs/approvals.md says. */
+  async createGrant(options: CreateGrantOptions): Promise<Grant> {
+    const ms = options.expiresInMs;
+    const request = {
+      ...(options.actor !== undefined
+        ? { actor: { id: options.actor.id, issuer: options.actor.issuer, kind: "", roles: [] } }
+        : {}),
+      role: options.role ?? "",
+      capabilityId: options.capabilityId ?? "",
+      tag: options.tag ?? "",
+      constraint: options.constraint ?? "",
+      expiresIn: { seconds: BigInt(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1e6 },
+      maxUses: BigInt(options.maxUses ?? 0),
+      amount: options.amount ?? "",
+      maxTotal: options.maxTotal ?? 0,
+      note: options.note ?? "",
+      fromApprovalId: options.fromApprovalId ?? "",
+    };
+    const res = await this.rpc(() => this.admin.createGrant(request, this.callOptions(options)));
+    return this.grantOrThrow(res);
+  }
+
+  /** Grants (default: active), one page at a time. */
+  async listGrants(options: ListGrantsOptions = {}): Promise<{ grants: Grant[]; nextPageToken: string }> {
+    const request = {
+      statuses: (options.statuses ?? []).map((s) => PbGrantStatus[s]),
+      capabilityId: options.capabilityId ?? "",
+      actorId: options.actorId ?? "",
+      pageSize: options.pageSize ?? 0,
+      pageToken: options.pageToken ?? "",
+    };
+    const res = await this.rpc(() => this.admin.listGrants(request, this.callOptions(options)));
+    if (res.error !== undefined) throw CapgateError.fromProto(res.error);
+    return { grants: res.grants.map(grantFromProto), nextPageToken: res.nextPageToken };
+  }
+
+  async getGrant(grantId: string, options: CallOptions = {}): Promise<Grant> {
+    const res = await this.rpc(() => this.admin.getGrant({ grantId }, this.callOptions(options)));
+    return this.grantOrThrow(res);
+  }
+
+  /** Revoke at once, on every replica: calls it covered wait for approvals again. */
+  async revokeGrant(grantId: string, options: CallOptions & { note?: string } = {}): Promise<Grant> {
+    const request = { grantId, note: options.note ?? "" };
+    const res = await this.rpc(() => this.admin.revokeGrant(request, this.callOptions(options)));
+    return this.grantOrThrow(res);
+  }
+
+  private grantOrThrow(res: { grant?: PbGrant | undefined; error?: PbCapabilityError | undefined }): Grant {
+    if (res.error !== undefined) throw CapgateError.fromProto(res.error);
+    if (res.grant === undefined) {
+      throw CapgateError.fromTransport(new Error("the gateway answered without a grant"));
+    }
+    return grantFromProto(res.grant);
   }
 }

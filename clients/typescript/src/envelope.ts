@@ -11,8 +11,10 @@ import type {
 import {
   ApprovalStatus as PbApprovalStatus,
   ExecutionState as PbExecutionState,
+  GrantStatus as PbGrantStatus,
   type Actor as PbActor,
   type Approval as PbApproval,
+  type Grant as PbGrant,
 } from "./gen/capgate/v1/types_pb.js";
 import { CapgateError, enumName, type ExecutionState } from "./errors.js";
 
@@ -30,6 +32,18 @@ export const defaultJson: JsonCodec = {
 
 /** PENDING → APPROVED | REJECTED | EXPIRED → CONSUMED → EXECUTED. */
 export type ApprovalStatus = keyof typeof PbApprovalStatus;
+
+/** ACTIVE → REVOKED | EXHAUSTED (max_uses or max_total reached) | EXPIRED. */
+export type GrantStatus = keyof typeof PbGrantStatus;
+
+/** One RFC 6902 JSON Patch operation; the gateway writes add, remove and replace, with `path` an
+ * RFC 6901 pointer ("/amount") and `value` the new JSON value. */
+export interface PatchOperation {
+  readonly op: "add" | "remove" | "replace" | "move" | "copy" | "test";
+  readonly path: string;
+  readonly from?: string;
+  readonly value?: unknown;
+}
 
 /** An authenticated identity; identity is the pair (issuer, id). */
 export interface Actor {
@@ -64,6 +78,62 @@ export interface Approval {
   readonly requestingExecutionId: string;
   readonly resumedExecutionId: string;
   readonly surface: string;
+  /** Set once an approver changed the input: `inputHash` is then the edited input's hash,
+   * `originalInputHash` the requester's, and `patch` the change (after the capability's
+   * redact.approval_input rules). */
+  readonly edited: boolean;
+  readonly originalInputHash: string;
+  readonly patch: readonly PatchOperation[];
+  readonly editedBy: Actor | undefined;
+  /** Distinct approvers needed (1 unless a requirement says more) and approvals counted so far
+   * for the current input; `approvalProgress` writes them as "1 of 2". */
+  readonly quorum: number;
+  readonly approvalsReceived: number;
+  /** Each of these roles must be held by a different approver. */
+  readonly distinctRoles: readonly string[];
+  /** Who approved so far; only on ApprovalAdmin answers. */
+  readonly approvedBy: readonly Actor[];
+  /** Set once the approval stayed pending past its escalate_after (planned for `escalateAt`);
+   * holders of `escalationRoles` may then decide too. */
+  readonly escalatedAt: Date | undefined;
+  readonly escalateAt: Date | undefined;
+  readonly escalationRoles: readonly string[];
+}
+
+/** The quorum progress of an approval as approvers read it: "1 of 2". */
+export function approvalProgress(a: Pick<Approval, "approvalsReceived" | "quorum">): string {
+  return `${a.approvalsReceived} of ${a.quorum}`;
+}
+
+/** A standing approval: calls it covers that policies send to approval run at once. */
+export interface Grant {
+  readonly id: string;
+  readonly status: GrantStatus;
+  /** Whom: one actor (issuer and id) or every actor holding `role`. */
+  readonly actor: Actor | undefined;
+  readonly role: string;
+  /** What: one capability or every capability carrying `tag`. */
+  readonly capabilityId: string;
+  readonly tag: string;
+  /** CEL over `input`; empty covers any input. */
+  readonly constraint: string;
+  readonly createdAt: Date | undefined;
+  readonly expiresAt: Date | undefined;
+  /** 0: no cap. */
+  readonly maxUses: number;
+  readonly uses: number;
+  /** CEL amount over `input`, its total capped by `maxTotal` (0: no cap). */
+  readonly amount: string;
+  readonly maxTotal: number;
+  readonly total: number;
+  readonly createdBy: Actor | undefined;
+  readonly createdVia: Actor | undefined;
+  readonly note: string;
+  readonly fromApprovalId: string;
+  readonly revokedAt: Date | undefined;
+  readonly revokedBy: Actor | undefined;
+  /** The creator's approver roles at creation. */
+  readonly approverRoles: readonly string[];
 }
 
 /** A capability this caller may see on this surface. */
@@ -89,6 +159,12 @@ export interface ExecutionInfo {
   /** Set on executions that resume an approval. */
   readonly approvalId: string;
   readonly revision: string;
+  /** Set when a standing grant stood in for the approval this call needed. */
+  readonly grantId: string;
+  /** On a resume whose approver edited the input: the edited input ran, and `patch` is the
+   * change from the requester's input (after the capability's redact.approval_input rules). */
+  readonly edited: boolean;
+  readonly patch: readonly PatchOperation[];
 }
 
 export type Completed<T = unknown> = ExecutionInfo & { readonly kind: "completed"; readonly output: T };
@@ -140,6 +216,14 @@ export function actorFromProto(a: PbActor | undefined): Actor | undefined {
   return a === undefined ? undefined : { id: a.id, issuer: a.issuer, kind: a.kind, roles: [...a.roles] };
 }
 
+function patchOf(text: string, json: JsonCodec): PatchOperation[] {
+  return text === "" ? [] : (json.parse(text) as PatchOperation[]);
+}
+
+function actorsOf(actors: readonly PbActor[]): Actor[] {
+  return actors.map((a) => actorFromProto(a)!);
+}
+
 export function approvalFromProto(a: PbApproval, json: JsonCodec = defaultJson): Approval {
   return {
     id: a.id,
@@ -162,6 +246,44 @@ export function approvalFromProto(a: PbApproval, json: JsonCodec = defaultJson):
     requestingExecutionId: a.requestingExecutionId,
     resumedExecutionId: a.resumedExecutionId,
     surface: a.surface,
+    edited: a.edited,
+    originalInputHash: a.originalInputHash,
+    patch: patchOf(a.patchJson, json),
+    editedBy: actorFromProto(a.editedBy),
+    // A gateway from before quorums sends 0: one approver decides.
+    quorum: Math.max(1, a.quorum),
+    approvalsReceived: a.approvalsReceived,
+    distinctRoles: [...a.distinctRoles],
+    approvedBy: actorsOf(a.approvedBy),
+    escalatedAt: date(a.escalatedAt),
+    escalateAt: date(a.escalateAt),
+    escalationRoles: [...a.escalationRoles],
+  };
+}
+
+export function grantFromProto(g: PbGrant): Grant {
+  return {
+    id: g.id,
+    status: enumName(PbGrantStatus, g.status),
+    actor: actorFromProto(g.actor),
+    role: g.role,
+    capabilityId: g.capabilityId,
+    tag: g.tag,
+    constraint: g.constraint,
+    createdAt: date(g.createdAt),
+    expiresAt: date(g.expiresAt),
+    maxUses: Number(g.maxUses),
+    uses: Number(g.uses),
+    amount: g.amount,
+    maxTotal: g.maxTotal,
+    total: g.total,
+    createdBy: actorFromProto(g.createdBy),
+    createdVia: actorFromProto(g.createdVia),
+    note: g.note,
+    fromApprovalId: g.fromApprovalId,
+    revokedAt: date(g.revokedAt),
+    revokedBy: actorFromProto(g.revokedBy),
+    approverRoles: [...g.approverRoles],
   };
 }
 
@@ -187,6 +309,9 @@ export function outcomeFromProto<T>(r: ExecutionResult, json: JsonCodec = defaul
     executionState: enumName(PbExecutionState, r.executionState),
     approvalId: r.approvalId,
     revision: r.revision,
+    grantId: r.grantId,
+    edited: r.edited,
+    patch: patchOf(r.patchJson, json),
   };
   const o = r.outcome;
   switch (o.case) {
