@@ -10,7 +10,17 @@ import java.util.List;
  *
  * @param inputHash hex SHA-256 of the canonical input; approvers decide against it
  * @param decidedAt null while pending
- * @param proto the full message (requester, decided_by, approver constraint, ...)
+ * @param edited set once an approver changed the input: {@code inputHash} is then the edited
+ *     input's hash and {@code originalInputHash} the requester's
+ * @param patch the change an approver made (after the capability's redact.approval_input rules);
+ *     empty unless edited
+ * @param quorum distinct approvers needed (1 unless a requirement says more)
+ * @param approvalsReceived approvals counted so far for the current input; see {@link #progress()}
+ * @param distinctRoles roles that must each be held by a different approver
+ * @param escalatedAt set once the approval stayed pending past its escalate_after ({@code
+ *     escalateAt}); holders of {@code escalationRoles} may then decide too
+ * @param proto the full message (requester, decided_by, edited_by, approved_by, approver
+ *     constraint, ...)
  */
 public record Approval(
     String id,
@@ -25,10 +35,27 @@ public record Approval(
     String decisionNote,
     String risk,
     String sideEffect,
+    boolean edited,
+    String originalInputHash,
+    List<PatchOperation> patch,
+    int quorum,
+    int approvalsReceived,
+    List<String> distinctRoles,
+    Instant escalatedAt,
+    Instant escalateAt,
+    List<String> escalationRoles,
     dev.capgate.v1.Approval proto) {
 
   public Approval {
     reasons = List.copyOf(reasons);
+    patch = List.copyOf(patch);
+    distinctRoles = List.copyOf(distinctRoles);
+    escalationRoles = List.copyOf(escalationRoles);
+  }
+
+  /** The quorum progress as approvers read it: "1 of 2". */
+  public String progress() {
+    return approvalsReceived + " of " + quorum;
   }
 
   /** No decision yet. */
@@ -57,6 +84,16 @@ public record Approval(
         a.getDecisionNote(),
         a.getRisk(),
         a.getSideEffect(),
+        a.getEdited(),
+        a.getOriginalInputHash(),
+        PatchOperation.decodeAll(a.getPatchJson()),
+        // A gateway from before quorums sends 0: one approver decides.
+        Math.max(1, a.getQuorum()),
+        a.getApprovalsReceived(),
+        a.getDistinctRolesList(),
+        a.hasEscalatedAt() ? instant(a.getEscalatedAt()) : null,
+        a.hasEscalateAt() ? instant(a.getEscalateAt()) : null,
+        a.getEscalationRolesList(),
         a);
   }
 

@@ -14,6 +14,11 @@ import java.util.Map;
  * @param executionState whether the upstream effect happened: NOT_STARTED, COMPLETED or UNKNOWN
  *     (never re-run an UNKNOWN write automatically)
  * @param approvalId set on executions that resume an approval
+ * @param grantId set when a standing grant stood in for the approval this call needed: it ran at
+ *     once, without an approval of its own
+ * @param edited set on a resume whose approver changed the input: the edited input ran
+ * @param patch the change from the requester's input to the one that ran (after the
+ *     capability's redact.approval_input rules); empty unless edited
  */
 public record Result(
     String executionId,
@@ -23,7 +28,14 @@ public record Result(
     ExecutionState executionState,
     String approvalId,
     String revision,
-    Outcome outcome) {
+    Outcome outcome,
+    String grantId,
+    boolean edited,
+    List<PatchOperation> patch) {
+
+  public Result {
+    patch = List.copyOf(patch);
+  }
 
   /**
    * The output of a completed execution, else a {@link CapgateException}: the failure's code, or
@@ -90,6 +102,9 @@ public record Result(
         r.getExecutionState(),
         r.getApprovalId(),
         r.getRevision(),
-        outcome);
+        outcome,
+        r.getGrantId(),
+        r.getEdited(),
+        PatchOperation.decodeAll(r.getPatchJson()));
   }
 }
