@@ -37,6 +37,7 @@ class Signer(Protocol):
         surface: str,
         approval_id: str | None = None,
         approver: str | None = None,
+        grant_id: str | None = None,
     ) -> str: ...
 
 
@@ -125,6 +126,13 @@ class Call:
     result: Any = None  # gateway_pb2.ExecutionResult | None
     finishing: Any = None  # asyncio.Task[ExecutionResult] | None
     approval_released: bool = False  # this execution gave its approval back
+    # Standing grants (gateway/pipeline/stages/grants.py, ADR 0038): the grant whose use this
+    # call took (every event, the envelope and the actor token name it), its creator, the grant
+    # whose take was sent (a failure gives its use back by receipt), and whether it was.
+    grant_id: str = ""
+    grant_approver: str = ""
+    grant_taking: str = ""
+    grant_released: bool = False
     # The result cache (gateway/pipeline/stages/cache.py): "hit" or "miss" once looked up, and the
     # entry's key a miss stores the output under after stage 12.
     cache: str = ""

@@ -91,6 +91,10 @@ def build(name: str, call: Call, now: float, **fields: Any) -> dict[str, Any]:
         event["correlation_id"] = caller_text(call.correlation_id)
     if call.approval_id:
         event["approval_id"] = caller_text(call.approval_id)
+    if call.grant_id:  # a standing grant stood in for the approval (ADR 0038)
+        event["grant_id"] = call.grant_id
+        if call.grant_released:
+            event["grant_released"] = True
     digest = _input_hmac(call)
     if digest is not None:
         event["input_hmac"], event["input_hmac_key_id"] = digest

@@ -27,6 +27,7 @@ from gateway.pipeline.stages.approval import approval_gate
 from gateway.pipeline.stages.cache import cache_lookup, cache_store, hit_failure, unless_cached
 from gateway.pipeline.stages.controls import attach_controls, replay_finished
 from gateway.pipeline.stages.exposure import check_exposure
+from gateway.pipeline.stages.grants import give_back as give_back_grant
 from gateway.pipeline.stages.hooks import (
     merge_hook_asks,
     run_failure_hooks,
@@ -443,6 +444,8 @@ async def _replayed(call: Call, rt: Runtime, outcome: Replayed) -> gateway_pb2.E
     def terminal() -> dict[str, Any]:
         if call.approval_released:  # as every terminal event of a call that gave one back
             event["approval_released"] = True
+        if call.grant_released:  # built before the grant's use was given back
+            event["grant_released"] = True
         return event
 
     await _settle(
@@ -501,6 +504,7 @@ async def _give_back_unrun(call: Call, rt: Runtime, *, release_approval: bool = 
     await _collect_unanswered(call, rt)
     if call.limit_spent:
         await _guarded("limits", call, give_back_limits(call, rt))
+    await give_back_grant(call, rt, None)  # a replayed call ran nothing: its grant use returns
     if release_approval:
         # A replayed Resume that consumed its approval (it lost the key to a concurrent
         # execution after consuming) ran nothing: the approval goes back to `approved`.
@@ -521,6 +525,7 @@ async def _completed(call: Call, rt: Runtime) -> gateway_pb2.ExecutionResult:
         revision=call.snapshot.revision,
         approval_id=call.approval_id if call.approval is not None else "",
     )
+    result.grant_id = call.grant_id
     duration_ms = round(_duration(call, rt) * 1000, 3)
     event = build(Event.COMPLETED, call, rt.wall(), **completion_fields(call, duration_ms))
     await _settle(call, rt, result, lambda: event, _record_outcome(call, rt, result))
@@ -528,7 +533,7 @@ async def _completed(call: Call, rt: Runtime) -> gateway_pb2.ExecutionResult:
 
 
 def _failure_envelope(call: Call, rt: Runtime, err: CapabilityError) -> gateway_pb2.ExecutionResult:
-    return envelope.failure(
+    result = envelope.failure(
         err,
         execution_id=call.execution_id,
         capability_id=call.capability_id,
@@ -539,6 +544,8 @@ def _failure_envelope(call: Call, rt: Runtime, err: CapabilityError) -> gateway_
         approval_id=call.approval_id if call.approval is not None else "",
         rerun_safe=call.prepared is not None and rerun_safe(call.prepared.capability),
     )
+    result.grant_id = call.grant_id
+    return result
 
 
 async def _failed(call: Call, rt: Runtime, err: CapabilityError) -> gateway_pb2.ExecutionResult:
@@ -582,6 +589,7 @@ async def _record_failure(
             if call.limit_spent and call.state == types_pb2.EXECUTION_STATE_NOT_STARTED:
                 await _guarded("limits", call, give_back_limits(call, rt))
             released = await _give_back_approval(call, rt, err)
+            await give_back_grant(call, rt, err)
             await _record_outcome(call, rt, result)
     except TimeoutError:
         log.warning("recording the outcome of %s timed out", call.execution_id)

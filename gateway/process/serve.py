@@ -435,9 +435,11 @@ def _attach_stores(
                 redis,
                 prefix=prefix,
                 settings=settings.approvals,
-                clock=runtime.wall,
+                clock=lambda: runtime.wall(),  # noqa: PLW0108 - tests swap runtime.wall
                 on_expired=GrantExpiryAudit(
-                    runtime.audit, revision=lambda: holder.current.revision, clock=runtime.wall
+                    runtime.audit,
+                    revision=lambda: holder.current.revision,
+                    clock=lambda: runtime.wall(),  # noqa: PLW0108
                 ),
             )
     cache = settings.cache

@@ -7,14 +7,16 @@ so its middleware can verify it against the gateway's published JWKS (`capgate_c
 Header: `alg`, `kid`, `typ: capgate-actor+jwt` (explicit typing, RFC 8725 §3.11).
 Claims: `iss` (the gateway), `aud` (the upstream's name), `sub` (actor id), `actor_iss` (the
 actor's own issuer: identity is the pair, §12), `kind`, `roles`, `surface`, `approval_id` /
-`approver` when the call was approved, `iat`, `exp` (≤ 60 s later), `jti` (one per token).
+`approver` when the call was approved, `grant_id` (with `approver` = the grant's creator) when a
+standing grant stood in for the approval (ADR 0038), `iat`, `exp` (≤ 60 s later), `jti` (one per
+token).
 
 Reuse (DESIGN §12, amended 2026-12-01; ADR 0029): the token names no execution. The execution
 id and the capability travel beside it as `x-capgate-execution-id` / `x-capgate-capability`,
 so one token serves every call of the same (actor identity, kind and roles, upstream, surface)
 for the first half of its lifetime: every token an upstream receives has at least half its
-lifetime left. A call of an approved execution gets a token of its own (approval_id/approver
-are single-use facts; caching them would only fill the cache). The cache is bounded
+lifetime left. A call of an approved execution gets a token of its own (approval_id, approver and
+grant_id are single-use facts; caching them would only fill the cache). The cache is bounded
 (`MAX_CACHED` entries, expired ones dropped first). `exec_id` and `cap` are optional claims for
 verifiers: tokens signed before this change carry them, and a verifier then checks that the
 metadata agrees.
@@ -129,6 +131,7 @@ class ActorTokenSigner:
         surface: str,
         approval_id: str | None = None,
         approver: str | None = None,
+        grant_id: str | None = None,
     ) -> dict[str, Any]:
         """The claims a token signed at this instant carries (also what an upstream gets back)."""
         iat = int(self._clock())
@@ -148,6 +151,8 @@ class ActorTokenSigner:
             claims["approval_id"] = approval_id
         if approver is not None:
             claims["approver"] = approver
+        if grant_id is not None:
+            claims["grant_id"] = grant_id
         return claims
 
     def sign(
@@ -158,10 +163,11 @@ class ActorTokenSigner:
         surface: str,
         approval_id: str | None = None,
         approver: str | None = None,
+        grant_id: str | None = None,
     ) -> str:
         """A compact JWS for an upstream call of `actor`: the one signed for the same actor,
         upstream and surface within the last half lifetime, else a new one."""
-        if approval_id is not None or approver is not None:
+        if approval_id is not None or approver is not None or grant_id is not None:
             return self._signed(
                 self.claims(
                     actor,
@@ -169,6 +175,7 @@ class ActorTokenSigner:
                     surface=surface,
                     approval_id=approval_id,
                     approver=approver,
+                    grant_id=grant_id,
                 )
             )
         key: _Key = (actor.id, actor.issuer, actor.kind, tuple(actor.roles), upstream, surface)

@@ -55,13 +55,14 @@ def forwarded_metadata(call: Call, rt: Runtime) -> list[tuple[str, str]]:
         md.append(("x-capgate-approval-id", call.approval.id))
     if rt.signer is not None:
         decided_by = call.approval.decided_by if call.approval is not None else None
-        approver = decided_by.id if decided_by is not None else None
+        approver = decided_by.id if decided_by is not None else call.grant_approver or None
         token = rt.signer.sign(
             call.actor,
             upstream=cap.upstream,
             surface=call.surface,
             approval_id=call.approval.id if call.approval is not None else None,
             approver=approver,
+            grant_id=call.grant_id or None,
         )
         md.append(("x-capgate-actor-token", token))
     return md
