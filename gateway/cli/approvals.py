@@ -14,67 +14,38 @@ go before or after the command. `approve --hash` takes the full hash (`show`) or
 prefix of at least 8 characters (the 12 that `list` shows); an approval ID may be given the
 same way, in full or as a unique prefix of at least 8 characters.
 Exit codes: 0 success, 1 the gateway refused (error printed), 2 usage, 3 transport failure.
+The connection options, printing and exit codes are gateway/cli/admin.py's (`capgate grants`
+shares them).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime
-from pathlib import Path
+from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
 import grpc
-from google.protobuf.json_format import MessageToDict
-from google.protobuf.message import Message
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, types_pb2
+from gateway.cli.admin import OK as _OK
+from gateway.cli.admin import REFUSED as _REFUSED
+from gateway.cli.admin import USAGE as _USAGE
+from gateway.cli.admin import channel as _channel
+from gateway.cli.admin import connection as _connection
+from gateway.cli.admin import metadata as _metadata
+from gateway.cli.admin import print_record as _record
+from gateway.cli.admin import print_table
+from gateway.cli.admin import refused as _refused
+from gateway.cli.admin import transport_failure as _transport_failure
+from gateway.cli.admin import when as _time
+from gateway.cli.admin import who as _who
 from gateway.cli.args import Parser, everywhere
-from gateway.cli.output import add_output, record
-from gateway.cli.tls import advice
 
-_OK, _REFUSED, _USAGE, _TRANSPORT = 0, 1, 2, 3
 _STATUSES = ("pending", "approved", "rejected", "expired", "consumed", "executed")
 _MIN_PREFIX = 8  # of an input hash (`list` shows 12 characters)
 _FULL_HASH = 64  # hex characters of SHA-256
 _WATCH_ROW = "{:<20}  {:<9}  {:<32}  {:<24}  {}\n"
-
-
-def _connection(p: argparse.ArgumentParser, default: Callable[[Any], Any]) -> None:
-    """The connection and output options, accepted before or after the sub-command."""
-    p.add_argument(
-        "--admin",
-        default=default(os.environ.get("CAPGATE_ADMIN", "127.0.0.1:7444")),
-        help="admin listener: HOST:PORT or unix:///PATH (default: $CAPGATE_ADMIN, else "
-        "127.0.0.1:7444)",
-    )
-    p.add_argument(
-        "--token", default=default(None), help="bearer JWT (default: $CAPGATE_TOKEN); never printed"
-    )
-    p.add_argument(
-        "--insecure",
-        action="store_true",
-        default=default(False),
-        help="plaintext instead of TLS (loopback and unix sockets only)",
-    )
-    p.add_argument(
-        "--ca", default=default(None), help="PEM file of the CAs trusted for the admin listener"
-    )
-    p.add_argument(
-        "--server-name",
-        default=default(None),
-        help="the name the listener's certificate carries, when not the --admin host",
-    )
-    add_output(p, default, legacy_format=True)
-    p.add_argument(
-        "--timeout",
-        type=float,
-        default=default(10.0),
-        help="seconds per unary call (default 10)",
-    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -118,39 +89,9 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _channel(args: argparse.Namespace) -> grpc.Channel:
-    if args.insecure:
-        return grpc.insecure_channel(args.admin)
-    roots = Path(args.ca).read_bytes() if args.ca else None
-    options = [("grpc.ssl_target_name_override", args.server_name)] if args.server_name else []
-    return grpc.secure_channel(
-        args.admin, grpc.ssl_channel_credentials(root_certificates=roots), options=options
-    )
-
-
-def _metadata(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
-    token = args.token or os.environ.get("CAPGATE_TOKEN", "")
-    return (("authorization", f"Bearer {token}"),) if token else ()
-
-
-def _time(stamp: Timestamp) -> str:
-    if not stamp.seconds and not stamp.nanos:
-        return "-"
-    return datetime.fromtimestamp(stamp.seconds, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-
-
 def _status(approval: types_pb2.Approval) -> str:
     name = str(types_pb2.ApprovalStatus.Name(approval.status))
     return name.removeprefix("APPROVAL_STATUS_").lower()
-
-
-def _who(actor: types_pb2.Actor) -> str:
-    return f"{actor.id} ({actor.issuer})" if actor.issuer else actor.id or "-"
-
-
-def _record(message: Message, output: str, out: TextIO) -> None:
-    """Protobuf JSON (field names as in the proto): a JSON line or a YAML document."""
-    record(MessageToDict(message, preserving_proto_field_name=True), output, out)
 
 
 def _table(approvals: Sequence[types_pb2.Approval], out: TextIO) -> None:
@@ -159,10 +100,7 @@ def _table(approvals: Sequence[types_pb2.Approval], out: TextIO) -> None:
         (a.id, a.capability_id, _status(a), a.requester.id, _time(a.expires_at), a.input_hash[:12])
         for a in approvals
     ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-        out.write("\n")
+    print_table(rows, out)
 
 
 def _details(a: types_pb2.Approval, out: TextIO) -> None:
@@ -187,13 +125,6 @@ def _details(a: types_pb2.Approval, out: TextIO) -> None:
     ]
     for name, value in fields:
         out.write(f"{name + ':':<21}{value}\n")
-
-
-def _refused(error: types_pb2.CapabilityError) -> int:
-    code = types_pb2.ErrorCode.Name(error.code).removeprefix("ERROR_CODE_")
-    retry = " (retryable)" if error.retryable else ""
-    sys.stderr.write(f"refused: {code}: {error.message}{retry}\n")
-    return _REFUSED
 
 
 def _pages(
@@ -334,27 +265,6 @@ _COMMANDS: dict[str, Any] = {
     "reject": _decide,
     "watch": _watch,
 }
-
-
-def _transport_failure(exc: grpc.RpcError, args: argparse.Namespace) -> int:
-    code = exc.code() if isinstance(exc, grpc.Call) else None
-    if code == grpc.StatusCode.OUT_OF_RANGE:
-        sys.stderr.write("watch position no longer available: list approvals, then watch\n")
-        return _TRANSPORT
-    name = code.name if code else "UNKNOWN"
-    details = exc.details() if isinstance(exc, grpc.Call) else ""
-    sys.stderr.write(f"admin call failed: {name}: {details}\n")
-    if code == grpc.StatusCode.UNAUTHENTICATED and not (
-        args.token or os.environ.get("CAPGATE_TOKEN")
-    ):
-        sys.stderr.write("hint: no credentials given: pass --token JWT or set $CAPGATE_TOKEN\n")
-    if code == grpc.StatusCode.UNAVAILABLE:
-        hint = advice(
-            args.admin, tls=not args.insecure, ca_file=args.ca, server_name=args.server_name
-        )
-        if hint:
-            sys.stderr.write(f"hint: {hint}\n")
-    return _TRANSPORT
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,7 +16,10 @@ from collections.abc import Sequence
 import grpc
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc
-from gateway.cli.approvals import _channel, _connection, _metadata, _transport_failure
+from gateway.cli.admin import channel as _channel
+from gateway.cli.admin import connection as _connection
+from gateway.cli.admin import metadata as _metadata
+from gateway.cli.admin import transport_failure as _transport_failure
 from gateway.cli.args import Parser, everywhere
 from gateway.cli.output import record
 
