@@ -1,9 +1,9 @@
 """The inbox's client of ApprovalAdmin, under the inbox's own identity (never the human's).
 
 Credentials: a short-lived JWT the inbox mints for itself (re-minted at half its lifetime) and/or
-an mTLS client certificate. The human only ever travels as `on_behalf_of` on DecideApproval,
-which the admin listener accepts solely from identities on its `on_behalf_of` allow-list and
-records next to the inbox identity.
+an mTLS client certificate. The human only ever travels as `on_behalf_of` (DecideApproval,
+CreateGrant, RevokeGrant), which the admin listener accepts solely from identities on its
+`on_behalf_of` allow-list and records next to the inbox identity.
 """
 
 from __future__ import annotations
@@ -84,7 +84,8 @@ def human_to_proto(actor: Actor) -> types_pb2.Actor:
 
 
 class AdminClient:
-    """ListApprovals, DecideApproval and WatchApprovals as the inbox identity."""
+    """ListApprovals, DecideApproval, WatchApprovals and the grant calls as the inbox
+    identity."""
 
     def __init__(self, conn: AdminConnection, *, clock: Callable[[], float] = time.time) -> None:
         self._conn = conn
@@ -113,16 +114,76 @@ class AdminClient:
         return reply  # type: ignore[no-any-return]
 
     async def decide(
-        self, approval_id: str, *, approve: bool, note: str, input_hash: str, human: Actor
+        self,
+        approval_id: str,
+        *,
+        approve: bool,
+        note: str,
+        input_hash: str,
+        human: Actor,
+        edited_input_json: bytes = b"",
     ) -> admin_pb2.DecideApprovalResponse:
+        """`edited_input_json`: approve with edits (the changed input; `input_hash` stays the
+        hash of the input the page showed)."""
         request = admin_pb2.DecideApprovalRequest(
             approval_id=approval_id,
             verdict=admin_pb2.VERDICT_APPROVE if approve else admin_pb2.VERDICT_REJECT,
             note=note,
             input_hash=input_hash,
             on_behalf_of=human_to_proto(human),
+            edited_input_json=edited_input_json,
         )
         reply: Any = await self._stub.DecideApproval(
+            request, metadata=self._metadata(), timeout=self._conn.timeout_s
+        )
+        return reply  # type: ignore[no-any-return]
+
+    async def create_grant(
+        self, request: admin_pb2.CreateGrantRequest, *, human: Actor
+    ) -> admin_pb2.GrantResponse:
+        """CreateGrant for the human (its `on_behalf_of` is set here)."""
+        request.on_behalf_of.CopyFrom(human_to_proto(human))
+        reply: Any = await self._stub.CreateGrant(
+            request, metadata=self._metadata(), timeout=self._conn.timeout_s
+        )
+        return reply  # type: ignore[no-any-return]
+
+    async def list_grants(
+        self,
+        statuses: Sequence[types_pb2.GrantStatus],
+        *,
+        capability_id: str = "",
+        actor_id: str = "",
+        page_size: int = 200,
+        page_token: str = "",
+    ) -> admin_pb2.ListGrantsResponse:
+        request = admin_pb2.ListGrantsRequest(
+            statuses=statuses,
+            capability_id=capability_id,
+            actor_id=actor_id,
+            page_size=page_size,
+            page_token=page_token,
+        )
+        reply: Any = await self._stub.ListGrants(
+            request, metadata=self._metadata(), timeout=self._conn.timeout_s
+        )
+        return reply  # type: ignore[no-any-return]
+
+    async def get_grant(self, grant_id: str) -> admin_pb2.GrantResponse:
+        reply: Any = await self._stub.GetGrant(
+            admin_pb2.GetGrantRequest(grant_id=grant_id),
+            metadata=self._metadata(),
+            timeout=self._conn.timeout_s,
+        )
+        return reply  # type: ignore[no-any-return]
+
+    async def revoke_grant(
+        self, grant_id: str, *, note: str, human: Actor
+    ) -> admin_pb2.GrantResponse:
+        request = admin_pb2.RevokeGrantRequest(
+            grant_id=grant_id, note=note, on_behalf_of=human_to_proto(human)
+        )
+        reply: Any = await self._stub.RevokeGrant(
             request, metadata=self._metadata(), timeout=self._conn.timeout_s
         )
         return reply  # type: ignore[no-any-return]

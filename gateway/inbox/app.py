@@ -39,6 +39,9 @@ from gateway.inbox import views
 from gateway.inbox.admin import AdminClient
 from gateway.inbox.auth import ApproverAuth, Human
 from gateway.inbox.book import ApprovalBook
+from gateway.inbox.edits import Editability, EditPages
+from gateway.inbox.grantpages import GrantPages, refusal_of, refused_status
+from gateway.inbox.grantviews import suggestion
 from gateway.inbox.session import CsrfKeys
 from gateway.inbox.sessions import SessionStore, SessionsUnavailable
 from gateway.inbox.settings import InboxSettings
@@ -60,7 +63,6 @@ log = logging.getLogger("capgate.inbox")
 SSE_KEEPALIVE_S: Final = 15.0
 SSE_MAX_S: Final = 600.0  # then the browser reconnects and is authenticated again
 MAX_NOTE: Final = 1000
-_REFUSED_STATUS: Final = {"FORBIDDEN": 403, "APPROVAL_SELF_APPROVAL": 403}
 
 
 class Inbox:
@@ -100,12 +102,24 @@ class Inbox:
         self.secure_cookies = settings.base_url.startswith("https://")
         self.closing = asyncio.Event()
         self.signin = SignIn(self)
+        self.editability = Editability(clock)
+        self.grants = GrantPages(self)
+        self.edits = EditPages(self, self.editability)
         self.app = Starlette(
             routes=[
                 Route("/", self.pending_page),
                 Route("/history", self.history_page),
                 Route("/approvals/{approval_id}", self.detail_page),
                 Route("/approvals/{approval_id}/decide", self.decide, methods=["POST"]),
+                Route("/approvals/{approval_id}/edit", self.edits.edit, methods=["POST"]),
+                Route(
+                    "/approvals/{approval_id}/grant",
+                    self.grants.approve_and_grant,
+                    methods=["POST"],
+                ),
+                Route("/grants", self.grants.list_page),
+                Route("/grants/{grant_id}", self.grants.show_page),
+                Route("/grants/{grant_id}/revoke", self.grants.revoke, methods=["POST"]),
                 Route("/events", self.events),
                 Route("/login", self.signin.page),
                 Route("/login", self.signin.login, methods=["POST"]),
@@ -158,6 +172,7 @@ class Inbox:
             "approval_id": "",
             "page": "",
             "title": "Approvals",
+            "still": False,  # True: no live updates (pages with forms of their own)
         }
         html = templates().get_template(name).render(**(base | context))
         return HTMLResponse(html, status_code=status)
@@ -176,7 +191,7 @@ class Inbox:
         roles = self.settings.auditor_roles
         return [a for a in approvals if views.visible(human.actor, a, roles)]
 
-    def _sign_in(self, request: Request) -> Response:
+    def sign_in_first(self, request: Request) -> Response:
         target = safe_next(
             request.url.path + (f"?{request.url.query}" if request.url.query else "")
         )
@@ -193,7 +208,7 @@ class Inbox:
     async def _list_page(self, request: Request, page: str) -> Response:
         human = await self.human(request)
         if human is None:
-            return self._sign_in(request)
+            return self.sign_in_first(request)
         q = request.query_params
         filters = views.Filters.parse(q.get("capability"), q.get("risk"))
         source = self.book.pending() if page == "pending" else self.book.history()
@@ -214,10 +229,10 @@ class Inbox:
     async def detail_page(self, request: Request) -> Response:
         human = await self.human(request)
         if human is None:
-            return self._sign_in(request)
-        return self._detail(human, request.path_params["approval_id"])
+            return self.sign_in_first(request)
+        return self.detail(human, request.path_params["approval_id"])
 
-    def _detail(
+    def detail(
         self,
         human: Human,
         approval_id: str,
@@ -225,13 +240,30 @@ class Inbox:
         status: int = 200,
         error: dict[str, str] | None = None,
         note: str = "",
+        edit: dict[str, Any] | None = None,
+        grant: dict[str, str] | None = None,
+        grant_refusal: dict[str, str] | None = None,
     ) -> Response:
+        """An approval's page; `error` a refused decision, `edit` and `grant` what the edit
+        and grant forms hold (a preview, a problem), `grant_refusal` a refused CreateGrant."""
         approval = self.book.get(approval_id)
         if approval is None or not self._visible(human, [approval]):
             if error is not None:  # refused, and not something this human may look at
                 return self.error(human, status, "Refused", f"{error['code']}: {error['message']}")
             return self.error(human, 404, "Not found", "No such approval, or not one you may see.")
+        if approval.edited:
+            self.editability.learn(approval.capability_id, editable=True)
         r = views.row(approval, human.actor, self.clock())
+        prefill = suggestion(approval.input_json)
+        grant_form = {"expires_in": "1h", "max_uses": "", "max_total": "", "problem": ""}
+        grant_form |= prefill | (grant or {})
+        edit_form: dict[str, Any] = {
+            "text": r["input"],
+            "changes": [],
+            "problem": "",
+            "open": False,
+        }
+        edit_form |= edit or {}
         return self.render(
             "detail.html",
             human,
@@ -239,16 +271,24 @@ class Inbox:
             r=r,
             error=error,
             note=note,
+            edit=edit_form,
+            edit_offered=self.editability.offered(approval.capability_id),
+            grant=grant_form,
+            grant_refusal=grant_refusal,
             approval_id=approval.id,
             title=approval.capability_id,
         )
 
     # -- state changes -------------------------------------------------------------------
 
-    async def decide(self, request: Request) -> Response:
+    async def checked_form(
+        self, request: Request, doing: str = "decide"
+    ) -> tuple[Human, dict[str, str]] | Response:
+        """The signed-in human and the form of a state-changing POST that came from this
+        inbox's own pages with its CSRF token; else the page refusing it."""
         human = await self.human(request)
         if human is None:
-            return self.error(None, 401, "Signed out", "Sign in again to decide.")
+            return self.error(None, 401, "Signed out", f"Sign in again to {doing}.")
         try:
             form = await read_form(request)
         except FormError as exc:
@@ -264,6 +304,21 @@ class Inbox:
                 "The form did not come from this inbox "
                 "(missing or invalid CSRF token). Reload the page and try again.",
             )
+        return human, form
+
+    def gateway_down(
+        self, human: Human, call: str, exc: grpc.aio.AioRpcError, what: str
+    ) -> Response:
+        log.warning("inbox: %s failed: %s", call, exc.code().name)
+        return self.error(
+            human, 502, "Gateway unavailable", f"The gateway did not answer; {what}. Try again."
+        )
+
+    async def decide(self, request: Request) -> Response:
+        checked = await self.checked_form(request)
+        if isinstance(checked, Response):
+            return checked
+        human, form = checked
         verdict, note = form.get("verdict"), form.get("note", "")[:MAX_NOTE]
         if verdict not in ("approve", "reject"):
             return self.error(human, 400, "Bad request", "Choose approve or reject.")
@@ -277,18 +332,11 @@ class Inbox:
                 human=human.actor,
             )
         except grpc.aio.AioRpcError as exc:
-            log.warning("inbox: DecideApproval failed: %s", exc.code().name)
-            return self.error(
-                human,
-                502,
-                "Gateway unavailable",
-                "The gateway did not answer; nothing was decided. Try again.",
-            )
+            return self.gateway_down(human, "DecideApproval", exc, "nothing was decided")
         if reply.HasField("error"):
-            code = str(types_pb2.ErrorCode.Name(reply.error.code)).removeprefix("ERROR_CODE_")
-            error = {"code": code, "message": reply.error.message}
-            return self._detail(
-                human, approval_id, status=_REFUSED_STATUS.get(code, 409), error=error, note=note
+            error = refusal_of(reply.error)
+            return self.detail(
+                human, approval_id, status=refused_status(error), error=error, note=note
             )
         self.book.merge(reply.approval)
         who, which = caller_text(human.actor.id), caller_text(approval_id)

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from capgate.v1 import types_pb2
 from gateway.model import Actor
+from gateway.values.jsonpatch import lookup
 
 RISKS: Final = ("low", "medium", "high", "critical")
 MAX_INPUT_CHARS: Final = 100_000
@@ -26,9 +27,20 @@ def _seconds(stamp: Any) -> float:
 
 
 def visible(human: Actor, approval: types_pb2.Approval, auditor_roles: Iterable[str]) -> bool:
-    """Auditors see everything; others see approvals whose required roles they all hold."""
+    """Auditors see everything; others see approvals whose required roles they all hold, or,
+    once escalated, whose escalation roles they all hold."""
     roles = set(human.roles)
-    return bool(roles & set(auditor_roles)) or set(approval.approvers.roles) <= roles
+    return (
+        bool(roles & set(auditor_roles))
+        or set(approval.approvers.roles) <= roles
+        or escalated_to(approval, roles)
+    )
+
+
+def escalated_to(approval: types_pb2.Approval, roles: Iterable[str]) -> bool:
+    """The approval was escalated and `roles` include every one of its escalation roles."""
+    wanted = set(approval.escalation_roles)
+    return approval.HasField("escalated_at") and bool(wanted) and wanted <= set(roles)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +111,11 @@ def _parsed(input_json: str) -> Any:
         return json.loads(input_json)
     except ValueError:
         return None
+
+
+def parsed_input(input_json: str) -> Any:
+    """The input as JSON data; None when there is none or it cannot be read."""
+    return _parsed(input_json)
 
 
 def _scalar(value: Any) -> str:
@@ -196,7 +213,7 @@ def decision_block(approval: types_pb2.Approval, human: Actor) -> str:
     gateway refuses self-approval is the gateway's own word, carried by every approval."""
     missing = sorted(set(approval.approvers.roles) - set(human.roles))
     requester = approval.requester
-    if missing:
+    if missing and not escalated_to(approval, human.roles):
         plural = "s" if len(missing) > 1 else ""
         return f"You cannot decide this: you lack the role{plural} {', '.join(missing)}."
     mine = (requester.issuer, requester.id) == (human.issuer, human.id)
@@ -249,6 +266,9 @@ def row(approval: types_pb2.Approval, human: Actor, now: float) -> dict[str, Any
         "verdict": verdict(approval) if decided else "",
         "self_approval_refused": approval.self_approval_refused,
         "cannot_decide": decision_block(approval, human),
+        "quorum": quorum(approval, human),
+        "escalation": escalation(approval),
+        "edit": edit_view(approval),
     }
 
 
@@ -272,3 +292,119 @@ def verdict(approval: types_pb2.Approval) -> str:
 
 def capabilities_of(approvals: Sequence[types_pb2.Approval]) -> list[str]:
     return sorted({a.capability_id for a in approvals})
+
+
+def _same_actor(a: types_pb2.Actor, b: Actor | types_pb2.Actor) -> bool:
+    return (a.issuer, a.id) == (b.issuer, b.id)
+
+
+def roles_still_needed(
+    distinct_roles: Sequence[str], approvers: Sequence[Sequence[str]]
+) -> list[str]:
+    """The distinct roles no approver so far can be counted for, each approver counting for one
+    role at most (a maximum matching of approvers to roles; a few of each, so the simple
+    augmenting-path search)."""
+    held_by: dict[str, int] = {}  # role -> index of the approver counted for it
+
+    def place(who: int, seen: set[str]) -> bool:
+        for role in distinct_roles:
+            if role in approvers[who] and role not in seen:
+                seen.add(role)
+                if role not in held_by or place(held_by[role], seen):
+                    held_by[role] = who
+                    return True
+        return False
+
+    for index in range(len(approvers)):
+        place(index, set())
+    return [role for role in distinct_roles if role not in held_by]
+
+
+def quorum(approval: types_pb2.Approval, human: Actor) -> dict[str, Any]:
+    """Progress of a multi-person approval: "1 of 2 approvals", who approved, the distinct
+    roles still needed, whether this human approved already. Empty for a one-person approval."""
+    needed = max(approval.quorum, 1)
+    if needed == 1 and not approval.distinct_roles:
+        return {}
+    received = approval.approvals_received
+    return {
+        "needed": needed,
+        "received": received,
+        "text": f"{received} of {needed} approval{'s' if needed != 1 else ''}",
+        "approved_by": [who(a) for a in approval.approved_by],
+        "distinct_roles": list(approval.distinct_roles),
+        "roles_needed": roles_still_needed(
+            list(approval.distinct_roles), [list(a.roles) for a in approval.approved_by]
+        ),
+        "mine": any(_same_actor(a, human) for a in approval.approved_by),
+    }
+
+
+def escalation(approval: types_pb2.Approval) -> dict[str, Any]:
+    """When the approval escalates or escalated, and to whom; empty when it never does."""
+    escalated = approval.HasField("escalated_at")
+    if not escalated and not approval.HasField("escalate_at"):
+        return {}
+    stamp = approval.escalated_at if escalated else approval.escalate_at
+    return {
+        "escalated": escalated,
+        "at": when(stamp),
+        "at_iso": iso(stamp),
+        "roles": list(approval.escalation_roles),
+    }
+
+
+MAX_PATCH_ROWS: Final = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One operation of an edit, for the diff table: values as JSON text."""
+
+    op: str
+    path: str
+    before: str
+    after: str
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def changes(patch: Iterable[Any], before: Any = None) -> list[Change]:
+    """Diff rows of RFC 6902 operations; `before` (the input the approver saw), when given,
+    supplies each changed path's old value."""
+    missing = object()
+    out: list[Change] = []
+    for op in patch:
+        if not isinstance(op, dict):
+            continue
+        path = str(op.get("path", ""))
+        old = lookup(before, path, default=missing) if before is not None else missing
+        new = op.get("value", missing)
+        out.append(
+            Change(
+                op=str(op.get("op", "")),
+                path=path or "(the whole input)",
+                before="" if old is missing else _json_text(old),
+                after="" if new is missing else _json_text(new),
+            )
+        )
+        if len(out) == MAX_PATCH_ROWS:
+            break
+    return out
+
+
+def edit_view(approval: types_pb2.Approval) -> dict[str, Any]:
+    """What an approver's edit changed (the gateway's patch, after redaction); empty if none."""
+    if not approval.edited:
+        return {}
+    try:
+        patch = json.loads(approval.patch_json) if approval.patch_json else []
+    except ValueError:
+        patch = []
+    return {
+        "by": who(approval.edited_by) if approval.HasField("edited_by") else "",
+        "original_hash": approval.original_input_hash,
+        "changes": changes(patch if isinstance(patch, list) else []),
+    }
