@@ -291,3 +291,10 @@ async def test_live_grants_are_capped(env: Env) -> None:
     made = await asyncio.gather(*(_create(env) for _ in range(6)))
     assert not any(r.HasField("error") for r in made)
     await _refused(env, "APPROVAL_LIMIT_EXCEEDED")
+
+
+async def test_what_is_stored_is_bounded(env: Env) -> None:
+    long = "true && " * 600 + "true"  # > 4096 characters
+    message = await _refused(env, "INPUT_INVALID", "constraint", constraint=long)
+    assert message == "at most 4096 characters"
+    await _refused(env, "INPUT_INVALID", "note", note="n" * 1001)
