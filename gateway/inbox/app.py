@@ -57,6 +57,7 @@ from gateway.inbox.web import (
     templates,
 )
 from gateway.state.connections import connect
+from gateway.values.redact import MASK
 from gateway.transport.auth.base import AuthenticationFailed
 
 log = logging.getLogger("capgate.inbox")
@@ -273,6 +274,7 @@ class Inbox:
             note=note,
             edit=edit_form,
             edit_offered=self.editability.offered(approval.capability_id),
+            edit_masked=MASK in r["input"],
             grant=grant_form,
             grant_refusal=grant_refusal,
             approval_id=approval.id,
