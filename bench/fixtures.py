@@ -8,6 +8,7 @@ side by side (their policies are capability-scoped), the approval capability and
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from copy import deepcopy
@@ -98,6 +99,43 @@ AGENT = {
     "tenant": TENANT,
 }
 APPROVER = {"sub": "bench-approver", "kind": "user", "roles": ["approver", "manager"]}
+GRANTED = "bench.granted"
+
+
+def create_grant(redis_url: str) -> str:
+    """A standing grant for the bench agent on `GRANTED` (ADR 0038) with what a grant can ask
+    of a call: a constraint, an amount and a total that is never reached; its id."""
+    return asyncio.run(create_grant_async(redis_url))
+
+
+async def create_grant_async(redis_url: str) -> str:
+    from gateway.config.settings import ApprovalSettings, RedisSettings  # noqa: PLC0415
+    from gateway.model import Actor  # noqa: PLC0415
+    from gateway.state.approvals.grants import GrantRecord, RedisGrantStore  # noqa: PLC0415
+    from gateway.state.connections import connect  # noqa: PLC0415
+
+    redis = connect(RedisSettings(url=redis_url))
+    store = RedisGrantStore(redis, prefix="bench", settings=ApprovalSettings(), clock=time.time)
+    roles = tuple(APPROVER["roles"])
+    now = time.time()
+    try:
+        grant = await store.create(
+            GrantRecord(
+                id=secrets.token_hex(8),
+                created_at=now,
+                expires_at=now + 6 * 3600,
+                created_by=Actor(id=APPROVER["sub"], kind="user", issuer=ISSUER, roles=roles),
+                actor=Actor(id=AGENT["sub"], kind="agent", issuer=ISSUER),
+                capability_id=GRANTED,
+                constraint='input.amount <= 200.0 && input.currency == "EUR"',
+                amount="input.amount",
+                max_total=1e15,
+                approver_roles=roles,
+            )
+        )
+    finally:
+        await redis.aclose()
+    return grant.id
 
 
 def new_secret() -> str:
@@ -212,6 +250,10 @@ def gateway_config(
         # Two limits (docs/limits.md) on bench.p3's governed path, never reached: a per-actor
         # rate and a per-actor budget, checked and spent in one Redis script per call.
         _capability("bench.limited", THREE),
+        # bench.p3 that needs approval, covered by a standing grant (ADR 0038, `grant`).
+        _capability(
+            GRANTED, THREE, approval={"required": True, "approvers": {"roles": ["approver"]}}
+        ),
     ]
     capabilities += [
         _capability(f"bench.catalog.c{i:03d}", ["catalog-visibility"]) for i in range(CATALOG_SIZE)

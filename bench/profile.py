@@ -149,6 +149,8 @@ async def profile(
         settings, capability = rounds.bare_config(settings), rounds.BARE_CAPABILITY
     config = fixtures.write_config(run_dir / "gateway.yaml", settings)
     gw = await start(load_settings(config))
+    if capability == fixtures.GRANTED:  # a standing grant covers it (ADR 0038)
+        await fixtures.create_grant_async(redis.url)
     try:
         job = {
             "kind": "unary",

@@ -48,6 +48,8 @@ FEATURES = {
     "cache_miss": "bench.cached_miss",
     "hook_pre": "bench.hooked",
     "describe": "describe",
+    # A require-approval call a standing grant covers (ADR 0038): the grant is created first.
+    "grant": fixtures.GRANTED,
 }
 
 
@@ -256,6 +258,8 @@ def rounds(
         px = procs.proxy(run_dir, upstream)
         started.append(px)
         gw = pending.wait()
+        if "grant" in features:
+            fixtures.create_grant(redis.url)
         gen = procs.Generator(run_dir)
         ghz = None
         if use_ghz:

@@ -15,11 +15,12 @@ Reuse (DESIGN §12, amended 2026-12-01; ADR 0029): the token names no execution.
 id and the capability travel beside it as `x-capgate-execution-id` / `x-capgate-capability`,
 so one token serves every call of the same (actor identity, kind and roles, upstream, surface)
 for the first half of its lifetime: every token an upstream receives has at least half its
-lifetime left. A call of an approved execution gets a token of its own (approval_id, approver and
-grant_id are single-use facts; caching them would only fill the cache). The cache is bounded
-(`MAX_CACHED` entries, expired ones dropped first). `exec_id` and `cap` are optional claims for
-verifiers: tokens signed before this change carry them, and a verifier then checks that the
-metadata agrees.
+lifetime left. A call of an approved execution gets a token of its own (approval_id and its
+approver are single-use facts; caching them would only fill the cache); calls a standing grant
+covers share one per grant as well (grant_id and its creator are the same for every use). The
+cache is bounded (`MAX_CACHED` entries, expired ones dropped first). `exec_id` and `cap` are
+optional claims for verifiers: tokens signed before this change carry them, and a verifier then
+checks that the metadata agrees.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ MAX_LIFETIME_S: Final = 60  # what every verifier (capgate_client and its ports)
 MAX_CACHED: Final = 4096  # reusable tokens kept at once (one per actor, upstream and surface)
 
 # (actor id, actor issuer, kind, roles, upstream, surface): everything a reusable token says.
-_Key = tuple[str, str, str, tuple[str, ...], str, str]
+# (actor id, issuer, kind, roles, upstream, surface, grant id, grant approver)
+_Key = tuple[str, str, str, tuple[str, ...], str, str, str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,8 +168,9 @@ class ActorTokenSigner:
         grant_id: str | None = None,
     ) -> str:
         """A compact JWS for an upstream call of `actor`: the one signed for the same actor,
-        upstream and surface within the last half lifetime, else a new one."""
-        if approval_id is not None or approver is not None or grant_id is not None:
+        upstream and surface (and standing grant) within the last half lifetime, else a new
+        one. An approval's token is never reused: the approval is single-use."""
+        if approval_id is not None or (approver is not None and grant_id is None):
             return self._signed(
                 self.claims(
                     actor,
@@ -178,12 +181,23 @@ class ActorTokenSigner:
                     grant_id=grant_id,
                 )
             )
-        key: _Key = (actor.id, actor.issuer, actor.kind, tuple(actor.roles), upstream, surface)
+        key: _Key = (
+            actor.id,
+            actor.issuer,
+            actor.kind,
+            tuple(actor.roles),
+            upstream,
+            surface,
+            grant_id or "",
+            approver or "",
+        )
         now = self._clock()
         hit = self._cache.get(key)
         if hit is not None and hit[1] <= now < hit[2]:
             return hit[0]
-        claims = self.claims(actor, upstream=upstream, surface=surface)
+        claims = self.claims(
+            actor, upstream=upstream, surface=surface, approver=approver, grant_id=grant_id
+        )
         token = self._signed(claims)
         if self._reuse_s > 0:
             self._remember(key, (token, claims["iat"], claims["iat"] + self._reuse_s), now)

@@ -72,7 +72,7 @@ async def test_every_key_has_a_ttl(grants, clock, redis_client) -> None:  # type
     made = await store.create(grant(clock, max_uses=2))
     assert await store.take(made.id, execution_id="e1", amount=None, receipt_ttl_s=30)
     keys = [k async for k in redis_client.scan_iter(match="t:*")]
-    assert len(keys) == 5  # record, receipt, live, all, match
+    assert len(keys) == 6  # record, receipt, live, all, match, spec
     for key in keys:
         assert await redis_client.pttl(key) > 0, key
 
@@ -89,6 +89,7 @@ async def test_take_counts_uses_exactly_and_exhausts_once(grants, clock) -> None
     won = [t for t in taken if t is not None]
     assert len(won) == 3
     assert sum(t.exhausted for t in won) == 1
+    assert sorted(t.uses for t in won) == [1, 2, 3]
     after = await store.get(made.id)
     assert after is not None and after.uses == 3 and after.status == GrantStatus.EXHAUSTED
     # A give-back returns one use, once, and the grant is active again.

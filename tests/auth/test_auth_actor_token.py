@@ -295,3 +295,17 @@ def test_verifier_refuses_unusable_jwks() -> None:
     ):
         with pytest.raises(ValueError):
             ActorTokenVerifier(jwks, issuer="capgate", audience="orders")
+
+
+def test_a_grant_token_carries_the_grant_and_is_reused_per_grant() -> None:
+    """Calls a standing grant covers share a token per grant (ADR 0038); an approval's never."""
+    signer = _signer()
+    first = signer.sign(ACTOR, **CALL, approver="fiona", grant_id="g1")
+    claims = _verifier(signer).verify(first)
+    assert (claims["grant_id"], claims["approver"]) == ("g1", "fiona")
+    assert "approval_id" not in claims
+    assert signer.sign(ACTOR, **CALL, approver="fiona", grant_id="g1") == first
+    assert signer.sign(ACTOR, **CALL, approver="fiona", grant_id="g2") != first
+    assert signer.sign(ACTOR, **CALL) != first
+    approved = signer.sign(ACTOR, **CALL, approval_id="apr_1", approver="alice")
+    assert signer.sign(ACTOR, **CALL, approval_id="apr_1", approver="alice") != approved

@@ -31,7 +31,7 @@ from gateway.telemetry import metrics
 
 if TYPE_CHECKING:
     from gateway.pipeline.stages.approval import GateRequirement
-    from gateway.state.approvals.grants import GrantRecord
+    from gateway.state.approvals.grants import GrantSpec, Taken
 
 log = logging.getLogger("capgate.grants")
 
@@ -42,7 +42,7 @@ _COMPILED_MAX: Final = 1024
 _compiled: OrderedDict[tuple[str, str, str], GrantExprs | None] = OrderedDict()
 
 
-def _exprs(call: Call, grant: GrantRecord) -> GrantExprs | None:
+def _exprs(call: Call, grant: GrantSpec) -> GrantExprs | None:
     assert call.prepared is not None
     capability = call.prepared.capability.id
     key = (grant.id, call.snapshot.revision, capability)
@@ -65,7 +65,7 @@ def grantable(need: GateRequirement) -> bool:
     return need.grantable and need.quorum <= 1 and not need.distinct_roles
 
 
-def _matches(call: Call, grant: GrantRecord, roles: Sequence[str]) -> tuple[bool, float | None]:
+def _matches(call: Call, grant: GrantSpec, roles: Sequence[str]) -> tuple[bool, float | None]:
     """(covered, amount) of one candidate for this call: its creator held the requirement's
     roles, its constraint holds on the call's input, and its amount (when it has a total) is a
     finite number >= 0. Nothing here reads Redis."""
@@ -83,12 +83,10 @@ def _matches(call: Call, grant: GrantRecord, roles: Sequence[str]) -> tuple[bool
         return False, None
 
 
-async def _candidates(call: Call, rt: Runtime) -> list[GrantRecord]:
+async def _candidates(call: Call, rt: Runtime) -> list[GrantSpec]:
     assert call.prepared is not None and call.actor is not None
     capability = call.prepared.capability
-    found: list[GrantRecord] = await rt.grants.candidates(
-        call.actor, capability.id, capability.tags
-    )
+    found: list[GrantSpec] = await rt.grants.candidates(call.actor, capability.id, capability.tags)
     return found
 
 
@@ -116,23 +114,23 @@ async def cover(call: Call, rt: Runtime, need: GateRequirement) -> bool:
         )
         if taken is None:
             continue  # revoked, expired or exhausted meanwhile: the next one
-        _covered(call, rt, taken.record, taken.exhausted)
+        _covered(call, rt, grant, taken)
         return True
     call.grant_taking = ""
     return False
 
 
-def _covered(call: Call, rt: Runtime, grant: GrantRecord, exhausted: bool) -> None:
+def _covered(call: Call, rt: Runtime, grant: GrantSpec, taken: Taken) -> None:
     call.grant_id = grant.id
-    call.grant_approver = grant.created_by.id
+    call.grant_approver = grant.creator_id
     metrics.grants_uses.add(("taken",))
     now = rt.wall()
-    rt.audit.emit(build(Event.GRANT_USED, call, now, uses=grant.uses, **_what(grant)))
-    if exhausted:
-        rt.audit.emit(build(Event.GRANT_EXHAUSTED, call, now, uses=grant.uses, **_what(grant)))
+    rt.audit.emit(build(Event.GRANT_USED, call, now, uses=taken.uses, **_what(grant)))
+    if taken.exhausted:
+        rt.audit.emit(build(Event.GRANT_EXHAUSTED, call, now, uses=taken.uses, **_what(grant)))
 
 
-def _what(grant: GrantRecord) -> dict[str, Any]:
+def _what(grant: GrantSpec) -> dict[str, Any]:
     return {"capability_id": grant.capability_id} if grant.capability_id else {"tag": grant.tag}
 
 
@@ -145,9 +143,13 @@ async def covering(call: Call, rt: Runtime, need: GateRequirement) -> str:
         covered, amount = _matches(call, grant, need.roles)
         if not covered:
             continue
-        if grant.max_uses and grant.uses >= grant.max_uses:
+        room = await rt.grants.room(grant.id)
+        if room is None or room[0] != "active":
             continue
-        if grant.max_total and grant.total + (amount or 0.0) > grant.max_total:
+        _, uses, total = room
+        if grant.max_uses and uses >= grant.max_uses:
+            continue
+        if grant.max_total and total + (amount or 0.0) > grant.max_total:
             continue
         return grant.id
     return ""

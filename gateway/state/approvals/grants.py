@@ -16,6 +16,11 @@ total are never exceeded however many gateways share the store.
                                                      until expiry + retention
     <prefix>:{grt-idx}:m:<whom>:<what>       zset    grants for one (actor | role, capability |
                                                      tag) pair, by expiry (matching a call)
+    <prefix>:{grt-idx}:spec                  hash    live grant id -> what matching reads (its
+                                                     expressions, caps, approver roles, creator)
+
+A call that needs approval finds its candidates in one round trip (`MATCH`: the pair indexes and
+the specs, all in the `{grt-idx}` slot) and takes a use in one more; the replies are short.
 
 Index entries past their score are pruned on each write, every key has a TTL at least as long as
 its longest-lived entry's, and a record gone from Redis is dropped from an index when read.
@@ -45,7 +50,7 @@ from gateway.state.approvals.grantscripts import ALL as SCRIPTS
 from gateway.state.approvals.records import actor_from, actor_json
 from gateway.state.connections import RedisClient
 
-__all__ = ["GrantRecord", "GrantStatus", "RedisGrantStore", "Taken"]
+__all__ = ["GrantRecord", "GrantSpec", "GrantStatus", "RedisGrantStore", "Taken"]
 
 _ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 MAX_CANDIDATES: Final = 32  # grants read per (whom, what) pair when matching one call
@@ -108,10 +113,65 @@ class GrantRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class Taken:
-    """A use taken: the grant after it, and whether this use exhausted it (its event is owed)."""
+class GrantSpec:
+    """What matching a call reads of a grant (its immutable part, kept beside the indexes):
+    whether it is still live is decided by the take, inside Redis."""
 
-    record: GrantRecord
+    id: str
+    expires_at: float
+    capability_id: str
+    tag: str
+    constraint: str
+    amount: str
+    max_uses: int
+    max_total: float
+    approver_roles: tuple[str, ...]
+    creator_id: str
+
+    @property
+    def what(self) -> str:
+        return self.capability_id or self.tag
+
+
+def spec_json(record: GrantRecord) -> bytes:
+    return orjson.dumps(
+        {
+            "x": record.expires_at,
+            "c": record.capability_id,
+            "t": record.tag,
+            "k": record.constraint,
+            "a": record.amount,
+            "mu": record.max_uses,
+            "mt": record.max_total,
+            "r": list(record.approver_roles),
+            "by": record.created_by.id,
+        }
+    )
+
+
+def spec_from(grant_id: str, raw: bytes) -> GrantSpec:
+    data = orjson.loads(raw)
+    return GrantSpec(
+        id=grant_id,
+        expires_at=float(data["x"]),
+        capability_id=data["c"],
+        tag=data["t"],
+        constraint=data["k"],
+        amount=data["a"],
+        max_uses=int(data["mu"]),
+        max_total=float(data["mt"]),
+        approver_roles=tuple(data["r"]),
+        creator_id=data["by"],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """A use taken: the grant's uses and total after it, and whether this use exhausted it
+    (its event is owed)."""
+
+    uses: int
+    total: float
     exhausted: bool
 
 
@@ -155,6 +215,10 @@ class GrantKeys:
 
     def match(self, whom: str, what: str) -> str:
         return f"{self.prefix}:{{grt-idx}}:m:{whom}:{what}"
+
+    @property
+    def spec(self) -> str:
+        return f"{self.prefix}:{{grt-idx}}:spec"
 
     def match_of(self, record: GrantRecord) -> str:
         whom = whom_actor(record.actor.identity) if record.actor else whom_role(record.role)
@@ -335,7 +399,7 @@ class RedisGrantStore:
         with available():
             admitted = await self._run(
                 "admit",
-                [self._keys.live, self._keys.all, self._keys.match_of(record)],
+                [self._keys.live, self._keys.all, self._keys.match_of(record), self._keys.spec],
                 now,
                 self._settings.grants_max_active,
                 record.id,
@@ -343,6 +407,7 @@ class RedisGrantStore:
                 record_ttl,
                 self._ttl_ms(record.expires_at, now),
                 now - retention,
+                spec_json(record),
             )
             if not admitted:
                 raise CapabilityError(Code.APPROVAL_LIMIT_EXCEEDED, reason="live grant cap reached")
@@ -374,7 +439,8 @@ class RedisGrantStore:
         return record
 
     async def _retire(self, record: GrantRecord) -> None:
-        await self._run("retire", [self._keys.live, self._keys.match_of(record)], record.id)
+        keys = [self._keys.live, self._keys.match_of(record), self._keys.spec]
+        await self._run("retire", keys, record.id)
 
     async def _load(self, ids: Collection[str]) -> dict[str, GrantRecord]:
         """Records by id (gone ones absent), in one pipeline; due ones expired like `get`."""
@@ -505,26 +571,30 @@ class RedisGrantStore:
 
     async def candidates(
         self, actor: Actor, capability_id: str, tags: Collection[str]
-    ) -> builtins.list[GrantRecord]:
-        """Active, unexpired grants whose whom and what match the call, earliest expiry first
-        (then id). Two round trips: the match indexes, then the records. Nothing is taken."""
+    ) -> builtins.list[GrantSpec]:
+        """Grants whose whom and what match the call and whose expiry has not passed, earliest
+        expiry first (then id), in one round trip; nothing is taken. A revoked or exhausted one
+        may still be among them (revocation retires it from the indexes right after): the take
+        refuses it, inside Redis."""
         now = self._clock()
         whoms = [whom_actor(actor.identity), *(whom_role(r) for r in dict.fromkeys(actor.roles))]
         whats = [what_capability(capability_id), *(what_tag(t) for t in dict.fromkeys(tags))]
+        keys = [self._keys.spec, *(self._keys.match(w, x) for w in whoms for x in whats)]
         with available():
-            pipe = self._redis.pipeline(transaction=False)
-            for whom in whoms:
-                for what in whats:
-                    pipe.zrangebyscore(
-                        self._keys.match(whom, what), repr(now), "+inf", start=0, num=MAX_CANDIDATES
-                    )
-            found = await pipe.execute()
-            ids = {_text(m) for rows in found for m in rows}
-            if not ids:
-                return []
-            records = await self._load(ids)
-        live = [r for r in records.values() if r.live_at(now)]
-        return sorted(live, key=lambda r: (r.expires_at, r.id))
+            reply: list[Any] = await self._run("match", keys, now, MAX_CANDIDATES)
+        found = [spec_from(_text(reply[i]), bytes(reply[i + 1])) for i in range(0, len(reply), 2)]
+        return sorted(found, key=lambda g: (g.expires_at, g.id))
+
+    async def room(self, grant_id: str) -> tuple[str, int, float] | None:
+        """(status, uses, total) of a grant as stored now, None when it is gone (Check's
+        read-only look: whether a take would find room)."""
+        with available():
+            status, uses, total = await self._redis.hmget(
+                self._keys.record(grant_id), ["status", "uses", "total"]
+            )
+        if status is None:
+            return None
+        return _text(status), int(uses or 0), float(total or 0)
 
     async def take(
         self, grant_id: str, *, execution_id: str, amount: float | None, receipt_ttl_s: float
@@ -545,12 +615,11 @@ class RedisGrantStore:
             if code == b"EXPIRED":
                 await self._settled(reply)
                 return None
-            if code not in (b"OK", b"EXHAUSTED"):
+            if code != b"OK":
                 return None
-            record = _from_flat(reply[2:])
-            if code == b"EXHAUSTED":
-                return None
-        return Taken(record, exhausted=bytes(reply[1]) == b"1")
+        return Taken(
+            uses=int(reply[2]), total=float(reply[3] or 0), exhausted=bytes(reply[1]) == b"1"
+        )
 
     async def give_back(self, grant_id: str, *, execution_id: str) -> bool:
         """Return the use `execution_id` took (uses - 1, total - its amount), once. Before the

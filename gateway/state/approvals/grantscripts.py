@@ -58,11 +58,12 @@ return reply('OK', '0')
 
 # KEYS: the grant, this execution's receipt. ARGV: now, amount ('' when the grant has none),
 # receipt ttl ms. Refuses (code, nothing changed) when the grant is gone, not active, past its
-# expiry (then marks it expired: changed '1'), at max_uses, or when the amount does not fit in
-# max_total. Otherwise counts the use, adds the amount, leaves the receipt (the amount) for a
-# give-back, and marks the grant exhausted when no further use can fit (changed '1').
-# A receipt already there: a retry of this take (OK, nothing counted twice); 'void': the
-# give-back of this execution ran first, so the take counts nothing.
+# expiry (then marks it expired: changed '1', with the record), at max_uses, or when the amount
+# does not fit in max_total. Otherwise counts the use, adds the amount, leaves the receipt (the
+# amount) for a give-back, and marks the grant exhausted when no further use can fit (changed
+# '1'); the reply is short: {'OK', changed, uses, total}. A receipt already there: a retry of
+# this take (OK, nothing counted twice); 'void': the give-back of this execution ran first, so
+# the take counts nothing.
 TAKE: Final = (
     _PRELUDE
     + """
@@ -70,7 +71,11 @@ local receipt = KEYS[2]
 if redis.call('EXISTS', key) == 0 then return {'GONE', '0'} end
 local held = redis.call('GET', receipt)
 if held == 'void' then return {'VOID', '0'} end
-if held then return reply('OK', '0') end
+local function taken(changed)
+  local f = redis.call('HMGET', key, 'uses', 'total')
+  return {'OK', changed, f[1], f[2]}
+end
+if held then return taken('0') end
 if expire_if_due() then return reply('EXPIRED', '1') end
 local f = redis.call('HMGET', key, 'status', 'uses', 'max_uses', 'total', 'max_total')
 if f[1] ~= 'active' then return {'INACTIVE', '0'} end
@@ -78,7 +83,7 @@ local uses, max_uses = tonumber(f[2]), tonumber(f[3])
 local total, max_total = tonumber(f[4]), tonumber(f[5])
 if max_uses > 0 and uses >= max_uses then
   redis.call('HSET', key, 'status', 'exhausted')
-  return reply('EXHAUSTED', '1')
+  return {'EXHAUSTED', '1'}
 end
 local amount = 0
 if ARGV[2] ~= '' then amount = tonumber(ARGV[2]) end
@@ -88,9 +93,9 @@ if amount ~= 0 then total = tonumber(redis.call('HINCRBYFLOAT', key, 'total', AR
 redis.call('SET', receipt, tostring(amount), 'PX', ARGV[3])
 if (max_uses > 0 and uses >= max_uses) or (max_total > 0 and total >= max_total) then
   redis.call('HSET', key, 'status', 'exhausted')
-  return reply('OK', '1')
+  return taken('1')
 end
-return reply('OK', '0')
+return taken('0')
 """
 )
 
@@ -134,13 +139,17 @@ return reply('OK', '1')
 """
 )
 
-# KEYS: the live index, the listing index, the (whom, what) match index — all `{grt-idx}`.
-# ARGV: now, max live, grant id, expires_at, listing ttl ms (expiry + retention), match ttl ms
-# (expiry), the oldest expiry a listed grant may have (now - retention). Prunes live and match
-# entries past their expiry and listing entries past their retention, then admits the id when
-# under the cap (idempotent for an id already admitted). Key TTLs are extended, never shortened.
+# KEYS: the live index, the listing index, the (whom, what) match index, the specs — all
+# `{grt-idx}`. ARGV: now, max live, grant id, expires_at, listing ttl ms (expiry + retention),
+# match ttl ms (expiry), the oldest expiry a listed grant may have (now - retention), the spec.
+# Prunes live entries (and their specs) and match entries past their expiry and listing
+# entries past their retention, then admits the id when under the cap (idempotent for an id
+# already admitted). Key TTLs are extended, never shortened.
 ADMIT: Final = """
-local live, all, match = KEYS[1], KEYS[2], KEYS[3]
+local live, all, match, spec = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+for _, old in ipairs(redis.call('ZRANGEBYSCORE', live, '-inf', '(' .. ARGV[1])) do
+  redis.call('HDEL', spec, old)
+end
 redis.call('ZREMRANGEBYSCORE', live, '-inf', '(' .. ARGV[1])
 redis.call('ZREMRANGEBYSCORE', match, '-inf', '(' .. ARGV[1])
 redis.call('ZREMRANGEBYSCORE', all, '-inf', '(' .. ARGV[7])
@@ -150,21 +159,46 @@ end
 redis.call('ZADD', live, ARGV[4], ARGV[3])
 redis.call('ZADD', all, ARGV[4], ARGV[3])
 redis.call('ZADD', match, ARGV[4], ARGV[3])
+redis.call('HSET', spec, ARGV[3], ARGV[8])
 local function extend(k, ttl)
   if redis.call('PTTL', k) < tonumber(ttl) then redis.call('PEXPIRE', k, ttl) end
 end
 extend(live, ARGV[6])
 extend(all, ARGV[5])
 extend(match, ARGV[6])
+extend(spec, ARGV[6])
 return 1
 """
 
-# KEYS: the live index, the match index. ARGV: grant id. A grant that can never be used again
-# (revoked, expired) leaves the live cap and its match index.
+# KEYS: the live index, the match index, the specs. ARGV: grant id. A grant that can never be
+# used again (revoked, expired) leaves the live cap, its match index and the specs.
 RETIRE: Final = """
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
 return 1
+"""
+
+# KEYS: the specs, then the match indexes of one call's (whom, what) pairs — all `{grt-idx}`.
+# ARGV: now, entries read per index. The candidates of a call in one round trip: each grant id
+# not past its expiry, once, with its spec (what matching needs: expressions, caps, roles); a
+# grant without a spec (retired meanwhile) is left out. Liveness is the take's to decide.
+MATCH: Final = """
+local spec = KEYS[1]
+local seen, out = {}, {}
+for i = 2, #KEYS do
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[i], ARGV[1], '+inf', 'LIMIT', 0, ARGV[2])) do
+    if not seen[id] then
+      seen[id] = true
+      local blob = redis.call('HGET', spec, id)
+      if blob then
+        out[#out + 1] = id
+        out[#out + 1] = blob
+      end
+    end
+  end
+end
+return out
 """
 
 ALL: Final[dict[str, str]] = {
@@ -175,4 +209,5 @@ ALL: Final[dict[str, str]] = {
     "revoke": REVOKE,
     "admit": ADMIT,
     "retire": RETIRE,
+    "match": MATCH,
 }
