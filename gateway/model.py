@@ -88,6 +88,12 @@ class ApprovalSpec:
     roles: tuple[str, ...] = ()
     expires_in_s: float | None = None
     inline_approver: str | None = None  # upstream name of an Approver service (inline mode)
+    editable: bool = False  # approvers may approve a changed input (docs/approvals.md "Edits")
+    grantable: bool = True  # false: a standing grant never stands in (docs/approvals.md "Grants")
+    quorum: int = 1  # distinct approvers; at least len(distinct_roles)
+    distinct_roles: tuple[str, ...] = ()  # each held by a different approver
+    escalate_after_s: float | None = None  # pending this long: escalation_roles may decide too
+    escalation_roles: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,9 +45,16 @@ class ExprSpec:
 
 @dataclass(frozen=True, slots=True)
 class ApprovalSpec:
+    """A rule's `approval` object (docs/policies.md "Approval requirements")."""
+
     reason: str | None
     roles: frozenset[str]
     expires_in: timedelta | None
+    grantable: bool = True  # false: a standing grant never stands in for it
+    quorum: int = 1  # distinct approvers; at least len(distinct_roles)
+    distinct_roles: frozenset[str] = frozenset()  # each held by a different approver
+    escalate_after: timedelta | None = None
+    escalation_roles: frozenset[str] = frozenset()  # who may also decide once escalated
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,8 +153,8 @@ class _Reader:
     ) -> RuleSpec:
         index = int(at[-1])
 
-        def issue(key: str, message: str) -> None:
-            line, column = self.doc.key_position((*at, key))
+        def issue(key: str | YamlPath, message: str) -> None:
+            line, column = self.doc.key_position((*at, *((key,) if isinstance(key, str) else key)))
             self.issues.append(LoadIssue(self.path, line, column, policy, index, message))
 
         when = raw["when"]
@@ -165,12 +172,35 @@ class _Reader:
         return RuleSpec(index, expr, effect or Decision.ALLOW, raw.get("message"), approval)
 
 
-def _approval(raw: dict[str, Any], issue: Callable[[str, str], None]) -> ApprovalSpec:
-    expires = None
-    if "expires_in" in raw:
-        try:
-            expires = parse_duration(raw["expires_in"])
-        except ValueError as exc:
-            issue("approval", str(exc))
+def _approval(raw: dict[str, Any], issue: Callable[[str | YamlPath, str], None]) -> ApprovalSpec:
+    expires = _duration(raw, "expires_in", issue)
+    escalate = _duration(raw, "escalate_after", issue)
+    escalation_roles = frozenset(raw.get("escalation_roles", ()))
+    if escalation_roles and "escalate_after" not in raw:
+        issue(("approval", "escalation_roles"), "escalation_roles needs escalate_after")
+    if "escalate_after" in raw and not escalation_roles:
+        issue(("approval", "escalate_after"), "escalate_after needs escalation_roles")
     roles = frozenset(raw.get("approvers", {}).get("roles", [DEFAULT_APPROVER_ROLE]))
-    return ApprovalSpec(raw.get("reason"), roles, expires)
+    distinct = frozenset(raw.get("distinct_roles", ()))
+    return ApprovalSpec(
+        reason=raw.get("reason"),
+        roles=roles,
+        expires_in=expires,
+        grantable=raw.get("grantable", True),
+        quorum=max(raw.get("quorum", 1), len(distinct)),
+        distinct_roles=distinct,
+        escalate_after=escalate,
+        escalation_roles=escalation_roles,
+    )
+
+
+def _duration(
+    raw: dict[str, Any], key: str, issue: Callable[[str | YamlPath, str], None]
+) -> timedelta | None:
+    if key not in raw:
+        return None
+    try:
+        return parse_duration(raw[key])
+    except ValueError as exc:
+        issue(("approval", key), str(exc))
+        return None

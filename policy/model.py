@@ -82,12 +82,22 @@ class Stance:
 
 @dataclass(frozen=True, slots=True)
 class ApprovalRequirement:
-    """The merged approval request: an approver must satisfy every part of it."""
+    """The merged approval request: an approver must satisfy every part of it.
+
+    `grantable` is false when any part forbids a standing grant; `quorum` is the largest
+    part's (at least one approver per distinct role); `escalate_after` the earliest;
+    `distinct_roles` and `escalation_roles` the union of the parts'.
+    """
 
     reasons: tuple[str, ...]
     roles: frozenset[str]
     expires_in: timedelta | None
     policies: tuple[str, ...]
+    grantable: bool = True
+    quorum: int = 1
+    distinct_roles: frozenset[str] = frozenset()
+    escalate_after: timedelta | None = None
+    escalation_roles: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

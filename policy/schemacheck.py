@@ -93,6 +93,7 @@ def _describe(err: jsonschema.ValidationError, where: YamlPath) -> list[tuple[Ya
 _PATTERN_HINTS = {
     "name": "is not a valid name (letters, digits, '.', '_', '-'; at most 128)",
     "expires_in": "is not a duration like 90s, 15m or 1h30m",
+    "escalate_after": "is not a duration like 90s, 15m or 1h30m",
     "constants": "is not a CEL identifier",
 }
 

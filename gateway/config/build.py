@@ -265,6 +265,12 @@ _APPROVAL: Spec = {
     "reason": ("reason", _same),
     "expires_in": ("expires_in_s", parse_duration),
     "inline_approver": ("inline_approver", _same),
+    "editable": ("editable", _same),
+    "grantable": ("grantable", _same),
+    "quorum": ("quorum", _same),
+    "distinct_roles": ("distinct_roles", tuple),
+    "escalate_after": ("escalate_after_s", parse_duration),
+    "escalation_roles": ("escalation_roles", tuple),
 }
 _LIMITS: Spec = {
     k: (k, _same) for k in ("max_bytes", "max_depth", "max_list_length", "max_string_length")
@@ -327,7 +333,7 @@ def build_settings(root: Mapping[str, Any], base: Path, *, source: str, revision
                 _simple("url", "key_prefix", "limits_url") | {"data_dir": ("data_dir", path)},
             )
         ),
-        approvals=ApprovalSettings(**_kw(root.get("approvals"), _APPROVALS)),
+        approvals=_approval_settings(root.get("approvals")),
         idempotency=IdempotencySettings(
             **_kw(root.get("idempotency"), _simple("enabled") | {"ttl": ("ttl_s", parse_duration)})
         ),
@@ -361,6 +367,16 @@ _APPROVALS: Spec = _simple(
     "default_expires_in": ("default_expires_in_s", parse_duration),
     "retention": ("retention_s", parse_duration),
 }
+_GRANTS: Spec = {
+    "enabled": ("grants_enabled", _same),
+    "max_expires_in": ("grants_max_expires_in_s", parse_duration),
+    "max_active": ("grants_max_active", _same),
+}
+
+
+def _approval_settings(node: Any) -> ApprovalSettings:
+    grants = node.get("grants") if isinstance(node, Mapping) else None
+    return ApprovalSettings(**_kw(node, _APPROVALS), **_kw(grants, _GRANTS))
 
 
 def _audit_spec(path: Callable[[Any], Any]) -> Spec:

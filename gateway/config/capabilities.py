@@ -106,6 +106,7 @@ def check_capabilities(ctx: Ctx, methods: dict[str, Methods]) -> None:
         if isinstance(inline, str) and inline not in upstreams:
             ctx.fail((*parts, "approval", "inline_approver"), "no upstream with this name")
         ctx.positive(approval, "expires_in", (*parts, "approval"))
+        _check_escalation(ctx, approval, (*parts, "approval"))
         ctx.positive(cap, "timeout", parts)
         retry = mapping(cap.get("retry"))
         low, high = seconds_of(retry, "initial_backoff"), seconds_of(retry, "max_backoff")
@@ -113,6 +114,15 @@ def check_capabilities(ctx: Ctx, methods: dict[str, Methods]) -> None:
             ctx.fail((*parts, "retry", "max_backoff"), "must not be less than initial_backoff")
         _check_cache_and_mapper(ctx, cap, parts, upstreams)
         _warn(cap, cap_id, surfaces)
+
+
+def _check_escalation(ctx: Ctx, approval: LDict, parts: PathParts) -> None:
+    """`escalate_after` and `escalation_roles` come together (docs/approvals.md, Escalation)."""
+    ctx.positive(approval, "escalate_after", parts)
+    if "escalation_roles" in approval and "escalate_after" not in approval:
+        ctx.fail((*parts, "escalation_roles"), "escalation_roles needs escalate_after")
+    if "escalate_after" in approval and "escalation_roles" not in approval:
+        ctx.fail((*parts, "escalate_after"), "escalate_after needs escalation_roles")
 
 
 def _check_target(

@@ -55,5 +55,6 @@ def _check_sections(ctx: Ctx) -> None:
     approvals = mapping(root.get("approvals"))
     for key_name in ("default_expires_in", "retention"):
         ctx.positive(approvals, key_name, ("approvals",))
+    ctx.positive(mapping(approvals.get("grants")), "max_expires_in", ("approvals", "grants"))
     ctx.positive(mapping(root.get("idempotency")), "ttl", ("idempotency",))
     ctx.positive(mapping(root.get("defaults")), "timeout", ("defaults",))

@@ -84,6 +84,8 @@ def _message(keyword: str, expected: Any, schema: dict[str, Any]) -> str:
         return "must not be empty" if expected == 1 else f"must have at least {expected} characters"
     if keyword == "minItems":
         return f"must have at least {expected} item(s)"
+    if keyword == "maxItems":
+        return f"must have at most {expected} item(s)"
     if keyword == "uniqueItems":
         return "must not repeat items"
     if keyword == "minimum":

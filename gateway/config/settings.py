@@ -129,6 +129,9 @@ class ApprovalSettings:
     reject_self_approval: bool = True
     max_pending_per_actor: int = 20
     default_approver_role: str = "approver"
+    grants_enabled: bool = True  # standing grants (docs/approvals.md "Grants")
+    grants_max_expires_in_s: float = 30 * 24 * 3600.0  # the latest expiry a grant may have
+    grants_max_active: int = 10_000  # live grants the gateway keeps at once
 
 
 @dataclass(frozen=True, slots=True)

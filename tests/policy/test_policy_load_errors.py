@@ -55,7 +55,7 @@ EXPECTED = [
     "'(timestamp, int)'",
     "p.yaml:20:9: execution-only/rules[1]: approval is only allowed with require-approval, "
     "not deny",
-    "p.yaml:20:9: execution-only/rules[1]: duration '0s' must be positive",
+    "p.yaml:20:20: execution-only/rules[1]: duration '0s' must be positive",
     "p.yaml:23:32: invocation/rules[0]: invalid regex '[a-' in matches(): missing ]: [a-",
     "p.yaml:25:15: invocation/rules[1]: `approval` is not bound in the invocation phase; it "
     "exists in the execution phase (in a rule's `when`)",

@@ -86,7 +86,17 @@ def test_value_objects_have_the_agreed_fields():
         "limits",  # what is left of each limit, execution phase (docs/limits.md)
     ]
     assert fields(Stance) == ["policy", "mode", "effect", "rule", "message", "error"]
-    assert fields(ApprovalRequirement) == ["reasons", "roles", "expires_in", "policies"]
+    assert fields(ApprovalRequirement) == [
+        "reasons",
+        "roles",
+        "expires_in",
+        "policies",
+        "grantable",  # grants, quorum and escalation (docs/approvals.md)
+        "quorum",
+        "distinct_roles",
+        "escalate_after",
+        "escalation_roles",
+    ]
     assert fields(Evaluation) == [
         "decision",
         "stances",

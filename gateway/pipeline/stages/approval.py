@@ -10,6 +10,7 @@ and `capability.approval_requested` (the execution's terminal event). Resume ent
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 from gateway.errors import CapabilityError, Code
 from gateway.pipeline.call import Call, Runtime
@@ -23,8 +24,27 @@ from gateway.values.canonical import input_hash
 _APPROVAL_MESSAGE = "This call needs human approval before it can run."
 
 
-def _requirement(call: Call) -> tuple[tuple[str, ...], tuple[str, ...], float, str]:
-    """(reasons, roles, expires_in_s, message) merged from policies and the capability."""
+@dataclass(frozen=True, slots=True)
+class GateRequirement:
+    """What stage 8 asks of approvers: the capability's `approval` block merged with the
+    policies' (and hooks' and budgets') requirement. Roles are the union (none: the default
+    approver role), the expiry the earliest (none: the default), `grantable` false if any part
+    says so, `quorum` the largest (and at least one approver per distinct role),
+    `escalate_after_s` the earliest, distinct and escalation roles the union."""
+
+    reasons: tuple[str, ...]
+    roles: tuple[str, ...]
+    expires_in_s: float
+    message: str
+    grantable: bool
+    quorum: int
+    distinct_roles: tuple[str, ...]
+    escalate_after_s: float | None
+    escalation_roles: tuple[str, ...]
+
+
+def gate_requirement(call: Call) -> GateRequirement:
+    """The merged requirement of a call that stage 8 gates (DESIGN §12)."""
     assert call.prepared is not None
     spec = call.prepared.capability.approval
     settings = call.snapshot.settings.approvals
@@ -35,17 +55,35 @@ def _requirement(call: Call) -> tuple[tuple[str, ...], tuple[str, ...], float, s
         reasons.append(spec.reason or "The capability requires approval.")
         if spec.expires_in_s:
             expiries.append(spec.expires_in_s)
+    grantable, quorum = spec.grantable, spec.quorum
+    distinct, escalation = set(spec.distinct_roles), set(spec.escalation_roles)
+    escalations = [] if spec.escalate_after_s is None else [spec.escalate_after_s]
     req = call.requirement
     if req is not None:
         reasons.extend(r for r in req.reasons if r not in reasons)
         roles.update(req.roles)
         if req.expires_in is not None:
             expiries.append(req.expires_in.total_seconds())
+        grantable, quorum = grantable and req.grantable, max(quorum, req.quorum)
+        distinct.update(req.distinct_roles)
+        escalation.update(req.escalation_roles)
+        if req.escalate_after is not None:
+            escalations.append(req.escalate_after.total_seconds())
     if not roles:
         roles.add(settings.default_approver_role)
     expires = min(expiries) if expiries else settings.default_expires_in_s
     message = call.evaluation.message if call.evaluation and call.evaluation.message else None
-    return tuple(reasons), tuple(sorted(roles)), expires, message or _APPROVAL_MESSAGE
+    return GateRequirement(
+        reasons=tuple(reasons),
+        roles=tuple(sorted(roles)),
+        expires_in_s=expires,
+        message=message or _APPROVAL_MESSAGE,
+        grantable=grantable,
+        quorum=max(quorum, len(distinct)),
+        distinct_roles=tuple(sorted(distinct)),
+        escalate_after_s=min(escalations, default=None),
+        escalation_roles=tuple(sorted(escalation)),
+    )
 
 
 def gate_refusals(call: Call, rt: Runtime) -> str:
@@ -77,7 +115,7 @@ async def approval_gate(call: Call, rt: Runtime) -> Suspended | Replayed | None:
     store = rt.approvals
     inline = call.prepared.inline_approver
     digest = gate_refusals(call, rt)
-    reasons, roles, expires_in, message = _requirement(call)
+    need = gate_requirement(call)
     now = rt.wall()
     record = ApprovalRecord(
         id=rt.new_id(),
@@ -87,15 +125,15 @@ async def approval_gate(call: Call, rt: Runtime) -> Suspended | Replayed | None:
         requester=call.actor,
         input=call.input,
         input_hash=digest,
-        reasons=reasons,
+        reasons=need.reasons,
         types=("human",),
         risk=capability.risk,
         side_effect=capability.side_effect,
-        approver_roles=roles,
-        message=message,
+        approver_roles=need.roles,
+        message=need.message,
         status=Status.PENDING,
         created_at=now,
-        expires_at=now + expires_in,
+        expires_at=now + need.expires_in_s,
         requesting_execution_id=call.execution_id,
         traceparent=current_traceparent(call.traceparent),  # Resume links its trace to this
         idempotency_key=call.idempotency_key,  # the Resume executes under it (ADR 0034)

@@ -20,6 +20,7 @@ An invalid `updated_input` or `updated_output` is never ignored.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -212,18 +213,23 @@ def _record_update(call: Call, before: Any, changed_by: list[str]) -> None:
 
 
 async def merge_hook_asks(call: Call, rt: Runtime) -> None:
-    """After stage 7: the hooks' asks join the policies' approval requirement (roles and
-    expiry from the policies and the capability; the reasons of both)."""
+    """After stage 7: the hooks' asks join the policies' approval requirement (roles, expiry,
+    quorum and escalation from the policies and the capability; the reasons of both). A hook's
+    ask is about this call: a standing grant never stands in for it (not grantable)."""
     if not call.hook_asks:
         return
     req = call.requirement
     if req is None:
         call.requirement = ApprovalRequirement(
-            reasons=tuple(call.hook_asks), roles=frozenset(), expires_in=None, policies=()
+            reasons=tuple(call.hook_asks),
+            roles=frozenset(),
+            expires_in=None,
+            policies=(),
+            grantable=False,
         )
         return
     reasons = tuple(dict.fromkeys((*req.reasons, *call.hook_asks)))
-    call.requirement = ApprovalRequirement(reasons, req.roles, req.expires_in, req.policies)
+    call.requirement = dataclasses.replace(req, reasons=reasons, grantable=False)
 
 
 async def run_post_hooks(call: Call, rt: Runtime) -> None:

@@ -243,10 +243,14 @@ def _max(charge: Charge) -> float:
 def _with_reasons(
     requirement: ApprovalRequirement | None, reasons: tuple[str, ...]
 ) -> ApprovalRequirement:
+    """The budget's ask joins the requirement; a standing grant never lifts a budget (ADR 0038),
+    so the merged requirement is not grantable."""
     if requirement is None:
-        return ApprovalRequirement(reasons=reasons, roles=frozenset(), expires_in=None, policies=())
+        return ApprovalRequirement(
+            reasons=reasons, roles=frozenset(), expires_in=None, policies=(), grantable=False
+        )
     merged = tuple(dict.fromkeys((*requirement.reasons, *reasons)))
-    return dataclasses.replace(requirement, reasons=merged)
+    return dataclasses.replace(requirement, reasons=merged, grantable=False)
 
 
 def _unavailable(charges: list[Charge], cause: str) -> None:
