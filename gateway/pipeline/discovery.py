@@ -26,8 +26,9 @@ from gateway.pipeline.call import Call, Runtime
 from gateway.pipeline.envelope import error_proto
 from gateway.pipeline.snapshot import Snapshot
 from gateway.pipeline.stages.actor import check_actor
-from gateway.pipeline.stages.approval import gate_refusals
+from gateway.pipeline.stages.approval import gate_refusals, gate_requirement
 from gateway.pipeline.stages.exposure import check_exposure
+from gateway.pipeline.stages.grants import covering as grant_covering
 from gateway.pipeline.stages.hooks import merge_hook_asks, run_pre_hooks
 from gateway.pipeline.stages.limits import peek_limits
 from gateway.pipeline.stages.policies import (
@@ -257,6 +258,8 @@ async def check(
         )
         if call.requirement is not None:
             response.approval_reasons.extend(call.requirement.reasons)
+        if response.decision == types_pb2.DECISION_REQUIRE_APPROVAL:
+            response.grant_id = call.grant_id
     if full and call.evaluation is not None:
         _add_stances(response, call.evaluation.stances)
     return response
@@ -292,7 +295,20 @@ async def _approval_refusals(call: Call, rt: Runtime) -> None:
     asked: its decision is the approval the answer says is required."""
     assert call.prepared is not None and call.actor is not None
     if _needs_approval(call):
-        gate_refusals(call, rt)
+        # As the gate: a call a standing grant covers asks nobody (ADR 0038), so the refusals
+        # of a call that would be stored for approval are not its answer.
+        call.grant_id = await _grant_covering(call, rt)
+        if not call.grant_id:
+            gate_refusals(call, rt)
+
+
+async def _grant_covering(call: Call, rt: Runtime) -> str:
+    """The standing grant Invoke would use instead of asking (ADR 0038), read, never taken;
+    "" when none would, or when the grant store cannot answer (Check still answers)."""
+    try:
+        return await grant_covering(call, rt, gate_requirement(call))
+    except CapabilityError:
+        return ""
 
 
 async def _execution_policies(call: Call, rt: Runtime) -> None:

@@ -99,7 +99,10 @@ def _receipt_ttl(call: Call) -> float:
 async def cover(call: Call, rt: Runtime, need: GateRequirement) -> bool:
     """Stage 8 on Invoke: take a use of the first live grant that covers the call (earliest
     expiry first, then id). True when one did: the call goes on without an approval."""
-    if rt.grants is None or call.approval is not None or not grantable(need):
+    assert call.actor is not None
+    if rt.grants is None or call.approval is not None or call.actor.anonymous:
+        return False
+    if not grantable(need):
         return False
     for grant in await _candidates(call, rt):
         covered, amount = _matches(call, grant, need.roles)
@@ -137,7 +140,8 @@ def _what(grant: GrantSpec) -> dict[str, Any]:
 async def covering(call: Call, rt: Runtime, need: GateRequirement) -> str:
     """Check: the id of the grant that would cover this call now, "" for none; nothing taken.
     A grant counts when it has room for this call (uses and total), as its take would see."""
-    if rt.grants is None or not grantable(need):
+    assert call.actor is not None
+    if rt.grants is None or call.actor.anonymous or not grantable(need):
         return ""
     for grant in await _candidates(call, rt):
         covered, amount = _matches(call, grant, need.roles)
