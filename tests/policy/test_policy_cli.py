@@ -62,7 +62,7 @@ def test_check_reports_a_clean_set_and_that_input_is_dyn(capsys):
     assert main(["check", str(EXAMPLES)]) == 0
 
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("ok: 6 policies, 8 rules in 5 files (revision ")
+    assert out[0].startswith("ok: 6 policies, 9 rules in 5 files (revision ")
     assert out[1].startswith("note: input is dyn: no capability registry was given")
 
 
@@ -88,7 +88,7 @@ def test_check_with_a_config_finds_a_misspelt_input_field(capsys, examples, conf
     err = capsys.readouterr().err.splitlines()
     assert err == [
         "1 problem in the policy set",
-        f"{refunds}:12:20: refund-limits/rules[0]: no matched capability's input schema has "
+        f"{refunds}:13:20: refund-limits/rules[0]: no matched capability's input schema has "
         "input.amuont (checked: orders.refund)",
     ]
 
@@ -119,8 +119,8 @@ def test_test_runs_the_example_suites(capsys):
     assert main(["test", str(EXAMPLES)]) == 0
 
     out = capsys.readouterr().out.splitlines()
-    assert out[-1] == "26 passed, 0 failed"
-    assert "coverage: 8/8 rules hit" in out
+    assert out[-1] == "28 passed, 0 failed"
+    assert "coverage: 9/9 rules hit" in out
     assert "PASS refunds :: a refund over 500 needs a manager's approval" in out
 
 
@@ -140,13 +140,13 @@ def test_test_reports_failures_coverage_and_junit(capsys, examples, tmp_path):
     assert "FAIL refunds :: a refund over 10000 is refused" in out
     assert "     refund-limits: expected allow, got deny" in out
     assert "  not hit: admin-capabilities-hidden/rules[0] (" in "\n".join(out)
-    assert out[-1] == "17 passed, 1 failed"
+    assert out[-1] == "19 passed, 1 failed"
     root = ET.parse(junit).getroot()
-    assert (root.get("tests"), root.get("failures")) == ("18", "1")
+    assert (root.get("tests"), root.get("failures")) == ("20", "1")
     (failure,) = root.iter("failure")
     assert failure.get("message") == "refund-limits: expected allow, got deny"
     names = [case.get("name") for case in root.iter("testcase")]
-    assert len(names) == 18
+    assert len(names) == 20
     assert "a refund over 10000 is refused" in names
 
 
@@ -154,8 +154,8 @@ def test_test_json_output(capsys):
     assert main(["test", str(EXAMPLES), "--format", "json"]) == 0
 
     report = json.loads(capsys.readouterr().out)
-    assert (report["passed"], report["failed"], report["errors"]) == (26, 0, [])
-    assert report["coverage"] == {"rules": 8, "hit": 8, "uncovered": []}
+    assert (report["passed"], report["failed"], report["errors"]) == (28, 0, [])
+    assert report["coverage"] == {"rules": 9, "hit": 9, "uncovered": []}
 
 
 def test_test_reports_a_suite_naming_an_unknown_fixture(capsys, examples):
@@ -233,7 +233,7 @@ def test_explain_prints_the_decision_and_every_stance(capsys, tmp_path):
             "policy": "refund-limits",
             "mode": "enforce",
             "effect": "require-approval",
-            "rule": 1,
+            "rule": 2,
             "message": "Refunds over 500 need a manager's approval.",
             "error": None,
         },
@@ -315,6 +315,6 @@ def test_the_console_script_routes_policy_commands(tmp_path):
     assert checked.returncode == 0, checked.stderr
     assert checked.stdout.startswith("ok: 6 policies")
     assert tested.returncode == 0, tested.stderr
-    assert tested.stdout.splitlines()[-1] == "26 passed, 0 failed"
+    assert tested.stdout.splitlines()[-1] == "28 passed, 0 failed"
     assert json.loads(explained.stdout)["decision"] == "require-approval"
     assert broken.returncode == 2

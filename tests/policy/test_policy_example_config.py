@@ -30,8 +30,8 @@ def test_the_example_suites_pass_against_the_example_config() -> None:
     run = _policy_test(POLICIES, CONFIG)
     assert run.returncode == 0, run.stdout + run.stderr
     lines = run.stdout.splitlines()
-    assert lines[-1] == "26 passed, 0 failed"
-    assert "coverage: 8/8 rules hit" in lines
+    assert lines[-1] == "28 passed, 0 failed"
+    assert "coverage: 9/9 rules hit" in lines
     assert not [line for line in lines if line.startswith(("ERROR", "FAIL"))]
 
 
