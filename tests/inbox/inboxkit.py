@@ -62,7 +62,45 @@ def gateway_settings(orders_address: str, redis_url: str, **overrides: Any) -> S
             policies=(),
         ),
     )
+    cancel = next(cap for cap in capabilities if cap.id == "orders.cancel")
+    capabilities += (
+        # Issue 28: approvers may edit the input before approving (no approval redaction, so
+        # the form holds the whole input).
+        dataclasses.replace(
+            refund,
+            id=EDITABLE,
+            description="Refund an order; approvers may correct the amount.",
+            approval=ApprovalSpec(
+                required=True,
+                reason="Corrected refunds are reviewed by a manager.",
+                roles=("manager",),
+                expires_in_s=3600,
+                editable=True,
+            ),
+            redact=dataclasses.replace(refund.redact, approval_input=()),
+            policies=(),
+        ),
+        # Two approvers, one of them an admin: "1 of 2 approvals", "still needed: admin".
+        dataclasses.replace(
+            cancel,
+            id=TWO_PERSON,
+            description="Cancel an order signed off by a manager and an admin.",
+            approval=ApprovalSpec(
+                required=True,
+                reason="Two people sign off these cancellations.",
+                roles=("manager",),
+                expires_in_s=3600,
+                quorum=2,
+                distinct_roles=("manager", "admin"),
+            ),
+            policies=(),
+        ),
+    )
     return dataclasses.replace(settings, listeners=listeners, capabilities=capabilities)
+
+
+EDITABLE = "orders.refund_corrected"
+TWO_PERSON = "orders.cancel_signed"
 
 
 # A capability whose input nests (objects in arrays in objects), for the input table.

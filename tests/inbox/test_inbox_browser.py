@@ -1,7 +1,9 @@
 """The inbox end to end in a real headless Chromium: a request made through the gateway shows
 up live, is approved or rejected in the page and the requester's Resume follows; ApprovalAdmin's
 refusals reach the approver; hostile inputs render inert; a form without its CSRF token is
-refused. Also saves docs/img/inbox.png, the screenshot the README shows."""
+refused; a grant made from an approval is listed and revoked; an edit shows its diff; a
+two-person approval shows its progress. Also saves docs/img/inbox.png, the screenshot the
+README shows."""
 
 from __future__ import annotations
 
@@ -21,7 +23,12 @@ from gateway.inbox.server import start_inbox
 from gateway.process.serve import start
 from tests.gateway.harness import token
 from tests.inbox.browserkit import Browser, ForeignPage, chromium
-from tests.inbox.inboxkit import Stack, gateway_settings, human_token, inbox_settings
+from tests.inbox.inboxkit import (
+    Stack,
+    gateway_settings,
+    human_token,
+    inbox_settings,
+)
 
 pytestmark = pytest.mark.e2e
 # The README's screenshot is refreshed only on request (UPDATE_SCREENSHOT=1), so that a test
@@ -33,6 +40,7 @@ SCREENSHOT = (
     else Path(tempfile.gettempdir()) / "capgate-inbox.png"
 )
 PENDING = types_pb2.APPROVAL_STATUS_PENDING
+APPROVED = types_pb2.APPROVAL_STATUS_APPROVED
 # docs/inbox.md's screenshots, refreshed the same way (UPDATE_SCREENSHOT=1).
 SHOTS = (
     _README_SHOT.parent
@@ -451,6 +459,65 @@ async def test_the_capabilitys_description_and_on_whose_behalf_an_agent_asks(
     assert "on behalf of" not in await page.text("#requester")
 
 
+async def test_a_grant_from_an_approval_is_listed_and_revoked(page: Browser, stack: Stack) -> None:
+    approval = await stack.request_refund(870, "o-5001")
+    await stack.seen_by_inbox(approval.id)
+    await page.sign_in(human_token("bob"), "bob")
+    await page.open(f"/approvals/{approval.id}")
+    await page.click("#grant-box summary")
+    # Prefilled: an hour, and a constraint bounding this call's amount.
+    assert await page.script("return document.getElementById('grant-expires').value") == "1h"
+    constraint = await page.script("return document.getElementById('grant-constraint').value")
+    assert constraint == "input.amount <= 870"
+    await page.type("#grant-expires", "2h")
+    await page.type("#grant-max-uses", "5")
+    evil_note = "<img src=x onerror=window.__pwned=3>"
+    await page.type("#grant-note", evil_note)
+    await page.click("#approve-grant")
+    await page.wait_text("#grant-status", "active")
+    assert await page.text("#grant-whom") == "alice (test-idp)"
+    assert await page.text("#grant-constraint") == "input.amount <= 870"
+    assert await page.text("#grant-uses") == "0 of 5"
+    assert approval.id in await page.text("#grant-from")
+    assert await page.text("#grant-note") == evil_note
+    assert await page.script("return typeof window.__pwned") == "undefined"
+    grant_id = await page.text("#grant-id")
+    assert (await stack.approval(approval.id)).status == APPROVED
+
+    await page.click("#nav-grants")
+    await page.wait_for(f'tr[data-grant-id="{grant_id}"]')
+    row = await page.text(f'tr[data-grant-id="{grant_id}"]')
+    assert "orders.refund" in row
+    assert "input.amount <= 870" in row
+    await page.click(f'tr[data-grant-id="{grant_id}"] a.open')
+    await page.type("#revoke-note", "The customer's case is closed.")
+    await page.click("#revoke")
+    await page.wait_text("#grant-status", "revoked")
+    assert "bob (test-idp)" in await page.text("#grant-revoked")
+    assert await page.script("return document.getElementById('revoke')") is None
+    await page.open("/grants")
+    await page.wait_for("h1")
+    gone = f"return document.querySelector('tr[data-grant-id=\"{grant_id}\"]')"
+    assert await page.script(gone) is None  # active grants only, by default
+    await page.open("/grants?status=revoked")
+    await page.wait_for(f'tr[data-grant-id="{grant_id}"]')
+
+
+async def test_a_grant_the_gateway_refuses_says_so_beside_the_approval(
+    page: Browser, stack: Stack
+) -> None:
+    approval = await stack.request_refund(880, "o-5002")
+    await stack.seen_by_inbox(approval.id)
+    await page.sign_in(human_token("bob"), "bob")
+    await page.open(f"/approvals/{approval.id}")
+    await page.click("#grant-box summary")
+    await page.type("#grant-constraint", "input.amount <= ")
+    await page.click("#approve-grant")
+    await page.wait_text("#grant-refusal", "INPUT_INVALID")
+    assert "The approval is approved; the grant was refused" in await page.text("#grant-refusal")
+    assert await page.text("#status") == "approved"
+
+
 SIZES = ((390, 844), (1280, 800))
 
 
@@ -499,6 +566,7 @@ async def test_every_page_fits_a_phone_and_a_desktop(page: Browser, stack: Stack
         ("/history", "header form button.link"),
         (f"/approvals/{bulk.id}", "header form button.link"),
         (f"/approvals/{approval.id}", "#approve"),
+        ("/grants", "header form button.link"),
     ]
     try:
         for width, height in SIZES:
