@@ -63,6 +63,10 @@ class Event(StrEnum):
     APPROVAL_EXPIRED = "capability.approval_expired"
     APPROVAL_CONSUMED = "capability.approval_consumed"
     APPROVAL_RELEASED = "capability.approval_released"
+    # Quorum and escalation (docs/approvals.md): one approver's vote that did not yet complete
+    # the quorum; a pending approval undecided past its `escalate_after`.
+    APPROVAL_VOTED = "capability.approval_voted"
+    APPROVAL_ESCALATED = "capability.approval_escalated"
     # Standing grants (docs/approvals.md "Grants", ADR 0038).
     GRANT_CREATED = "approval.grant_created"
     GRANT_USED = "approval.grant_used"

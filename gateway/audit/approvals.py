@@ -1,9 +1,10 @@
 """Approval decisions and expiries into the audit trail and metrics.
 
 The approval store calls `ApprovalAudit` once per transition it made (`approved`,
-`rejected`, `expired`) — in whichever process made it, so each transition is recorded exactly
-once however many gateway workers share the store. Deciding happens on the admin listener,
-outside any execution, so these events carry the requesting execution id and the approval id.
+`rejected`, `expired`, a quorum's `voted`, `escalated`) — in whichever process made it, so each
+transition is recorded exactly once however many gateway workers share the store. Deciding
+happens on the admin listener, outside any execution, so these events carry the requesting
+execution id and the approval id.
 """
 
 from __future__ import annotations
@@ -37,6 +38,6 @@ class ApprovalAudit:
             metrics.approvals_decided.add((kind,))
         elif kind == "expired":
             metrics.approvals_expired.add()
-        else:
+        elif kind not in ("voted", "escalated"):
             return
         self._audit.emit(approval_event(kind, record, self._clock(), self._revision()))

@@ -84,6 +84,8 @@ _APPROVAL_EVENTS: Final = {
     "approved": Event.APPROVED,
     "rejected": Event.REJECTED,
     "expired": Event.APPROVAL_EXPIRED,
+    "voted": Event.APPROVAL_VOTED,
+    "escalated": Event.APPROVAL_ESCALATED,
 }
 
 
@@ -169,15 +171,18 @@ def reason_of(err: CapabilityError) -> str | None:
 
 
 def approval_event(kind: str, record: ApprovalRecord, now: float, revision: str) -> dict[str, Any]:
-    """`capability.approved` / `.rejected` / `.approval_expired` for one approval transition.
+    """`capability.approved` / `.rejected` / `.approval_expired` / `.approval_voted` /
+    `.approval_escalated` for one approval transition.
 
-    `actor_*` is who acted (the approver; absent for an expiry), `requester_*` who asked,
-    `via_*` the inbox identity that decided on a human's behalf."""
+    `actor_*` is who acted (the approver, or the voter; absent for an expiry and an
+    escalation), `requester_*` who asked, `via_*` the inbox identity that decided on a human's
+    behalf. A vote carries the quorum progress, an escalation the roles that may now decide too;
+    neither carries the input."""
     name = _APPROVAL_EVENTS[kind]
     requester = record.requester
     event: dict[str, Any] = {
         "event": name.value,
-        "event_id": f"{record.id}:{name.value}",
+        "event_id": _approval_event_id(kind, record, name),
         "time": format_time(now),
         "execution_id": record.requesting_execution_id,
         "approval_id": caller_text(record.id),
@@ -190,14 +195,30 @@ def approval_event(kind: str, record: ApprovalRecord, now: float, revision: str)
         "revision": revision,
         "execution_state": "NOT_STARTED",
     }
-    approver = record.decided_by
-    if approver is not None and kind != "expired":
+    approver = record.votes[-1] if kind == "voted" and record.votes else record.decided_by
+    if approver is not None and kind not in ("expired", "escalated"):
         event.update(
             actor_id=caller_text(approver.id),
             actor_issuer=caller_text(approver.issuer),
             actor_kind=approver.kind,
         )
     via = record.decided_via
-    if via is not None and kind != "expired":
+    if via is not None and kind in ("approved", "rejected"):
         event.update(via_id=caller_text(via.id), via_issuer=caller_text(via.issuer))
+    if kind in ("voted", "approved") and record.quorum > 1:
+        event.update(quorum=record.quorum, approvals_received=len(record.votes))
+    if kind == "escalated":
+        event.update(
+            escalation_roles=[caller_text(r) for r in record.escalation_roles],
+            reasons=list(record.reasons),
+            expires_at=record.expires_at,
+        )
     return event
+
+
+def _approval_event_id(kind: str, record: ApprovalRecord, name: Event) -> str:
+    """`<approval>:<event>`; a vote adds how many votes its input has then and that input's
+    hash (an approval has several votes, and an edit starts counting again)."""
+    if kind == "voted":
+        return f"{record.id}:{name.value}:{len(record.votes)}:{record.input_hash[:16]}"
+    return f"{record.id}:{name.value}"

@@ -254,6 +254,8 @@ async def _redis_health(gw: Gateway) -> None:
         if ok and gw.runtime.approvals is not None:
             with contextlib.suppress(Exception):
                 await gw.runtime.approvals.expire_sweep(gw.runtime.wall())
+            with contextlib.suppress(Exception):
+                await gw.runtime.approvals.escalate_sweep(gw.runtime.wall())
         if ok and gw.runtime.grants is not None:
             with contextlib.suppress(Exception):
                 await gw.runtime.grants.expire_sweep(gw.runtime.wall())

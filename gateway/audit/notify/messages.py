@@ -1,4 +1,5 @@
-"""The two message shapes of an approval notification; neither carries input data (§12).
+"""The two message shapes of an approval notification (a new request, or an escalated one);
+neither carries input data (§12).
 
 Only named fields of the audit event are read (ids, names, reasons, times) — never the input
 HMAC or anything else — so a future field on the event cannot leak into a webhook. Free text
@@ -15,7 +16,10 @@ from typing import Any, Final
 from urllib.parse import quote
 
 MAX_REASONS: Final = 5
+MAX_ROLES: Final = 10
 MAX_TEXT: Final = 300
+REQUESTED: Final = "capability.approval_requested"
+ESCALATED: Final = "capability.approval_escalated"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,11 +45,23 @@ def _expires(value: Any) -> str:
     return ""
 
 
+def _escalated(event: Mapping[str, Any]) -> bool:
+    return event.get("event") == ESCALATED
+
+
+def _roles(value: Any) -> list[str]:
+    return [_text(r) for r in value[:MAX_ROLES]] if isinstance(value, list) else []
+
+
 def generic(event: Mapping[str, Any], facts: CapabilityFacts, link: str) -> dict[str, Any]:
-    """A flat JSON message for any receiver."""
+    """A flat JSON message for any receiver: a new request, or an escalated one (its
+    `escalated_at` and the `escalation_roles` that may now decide, instead of `requested_at`).
+    """
     reasons = event.get("reasons")
-    return {
-        "type": "capability.approval_requested",
+    # A request's actor is its requester; an escalation's event names the requester apart.
+    who = "requester_" if _escalated(event) else "actor_"
+    body: dict[str, Any] = {
+        "type": ESCALATED if _escalated(event) else REQUESTED,
         "approval_id": _text(event.get("approval_id")),
         "capability_id": _text(event.get("capability_id")),
         "risk": facts.risk,
@@ -53,15 +69,20 @@ def generic(event: Mapping[str, Any], facts: CapabilityFacts, link: str) -> dict
         "surface": _text(event.get("surface")),
         "execution_id": _text(event.get("execution_id")),
         "requester": {
-            "id": _text(event.get("actor_id")),
-            "issuer": _text(event.get("actor_issuer")),
-            "kind": _text(event.get("actor_kind")),
+            "id": _text(event.get(who + "id")),
+            "issuer": _text(event.get(who + "issuer")),
+            "kind": _text(event.get(who + "kind")),
         },
         "reasons": [_text(r) for r in reasons[:MAX_REASONS]] if isinstance(reasons, list) else [],
-        "requested_at": _text(event.get("time")),
         "expires_at": _expires(event.get("expires_at")),
         "url": link,
     }
+    if _escalated(event):
+        body["escalated_at"] = _text(event.get("time"))
+        body["escalation_roles"] = _roles(event.get("escalation_roles"))
+    else:
+        body["requested_at"] = _text(event.get("time"))
+    return body
 
 
 def _mrkdwn(text: str) -> str:
@@ -74,17 +95,21 @@ def slack(event: Mapping[str, Any], facts: CapabilityFacts, link: str) -> dict[s
     body = generic(event, facts, link)
     capability = _mrkdwn(body["capability_id"])
     requester = _mrkdwn(body["requester"]["id"])
+    headline = "Approval escalated" if _escalated(event) else "Approval needed"
     lines = [
-        f"*Approval needed* for `{capability}`",
+        f"*{headline}* for `{capability}`",
         f"Risk: *{_mrkdwn(facts.risk or 'unknown')}*"
         f" · Side effect: {_mrkdwn(facts.side_effect or 'unknown')}",
         f"Requested by: {requester}",
     ]
+    if _escalated(event):
+        roles = ", ".join(_mrkdwn(r) for r in body["escalation_roles"]) or "none"
+        lines.append(f"Undecided in time; may now also decide: {roles}")
     lines += [f"Reason: {_mrkdwn(r)}" for r in body["reasons"]]
     if body["expires_at"]:
         lines.append(f"Expires: {body['expires_at']}")
     return {
-        "text": f"Approval needed for {capability} (requested by {requester}): {link}",
+        "text": f"{headline} for {capability} (requested by {requester}): {link}",
         "blocks": [
             {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)}},
             {

@@ -1,4 +1,5 @@
-"""`WebhookNotifier`: the audit observer that notifies approvers of new approval requests.
+"""`WebhookNotifier`: the audit observer that notifies approvers of new approval requests and
+of escalated ones (`capability.approval_escalated`, naming the roles that may now decide).
 
 `write` only schedules deliveries — one task per (event, webhook) — and returns, so the audit
 drain (already off the request path) is not held up by a slow receiver either. Each delivery
@@ -40,6 +41,7 @@ Send = Callable[..., Awaitable[Reply]]
 Facts = Callable[[str], CapabilityFacts | None]
 _RETRY_STATUSES = frozenset({408, 425, 429})
 _SHAPES = {"slack": messages.slack, "generic": messages.generic}
+_NOTIFIED = frozenset({Event.APPROVAL_REQUESTED.value, Event.APPROVAL_ESCALATED.value})
 
 
 def snapshot_facts(current: Callable[[], Any]) -> Facts:
@@ -57,7 +59,8 @@ def snapshot_facts(current: Callable[[], Any]) -> Facts:
 
 class WebhookNotifier:
     """An audit observer (a `Sink` the audit log never counts as a record, since it drops
-    every event but `capability.approval_requested`) that POSTs approval notifications."""
+    every event but `capability.approval_requested` and `.approval_escalated`) that POSTs
+    approval notifications."""
 
     name = "webhooks"
 
@@ -88,7 +91,7 @@ class WebhookNotifier:
 
     async def write(self, events: Sequence[Mapping[str, Any]]) -> None:
         for event in events:
-            if event.get("event") == Event.APPROVAL_REQUESTED.value:
+            if event.get("event") in _NOTIFIED:
                 self._schedule(event)
 
     def _schedule(self, event: Mapping[str, Any]) -> None:
@@ -105,18 +108,19 @@ class WebhookNotifier:
                 )
                 continue
             body = orjson.dumps(_SHAPES[hook.kind](event, facts, link))
+            kind = str(event["event"])
             task = asyncio.get_running_loop().create_task(
-                self._deliver(hook, body, uuid.uuid4().hex), name=f"webhook-{hook.name}"
+                self._deliver(hook, body, uuid.uuid4().hex, kind), name=f"webhook-{hook.name}"
             )
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    def _headers(self, hook: Webhook, body: bytes, delivery_id: str) -> dict[str, str]:
+    def _headers(self, hook: Webhook, body: bytes, delivery_id: str, kind: str) -> dict[str, str]:
         now = int(self._clock())
         return {
             "Content-Type": "application/json",
             "User-Agent": "capgate-notify/1",
-            EVENT_HEADER: Event.APPROVAL_REQUESTED.value,
+            EVENT_HEADER: kind,
             DELIVERY_HEADER: delivery_id,  # the same on every attempt: receivers de-duplicate
             TIMESTAMP_HEADER: str(now),
             SIGNATURE_HEADER: sign(hook.secret, now, body),  # re-signed per attempt
@@ -131,13 +135,16 @@ class WebhookNotifier:
             delay = max(delay, min(hint_s, s.max_backoff_s))
         return delay
 
-    async def _deliver(self, hook: Webhook, body: bytes, delivery_id: str) -> None:
+    async def _deliver(self, hook: Webhook, body: bytes, delivery_id: str, kind: str) -> None:
         attempts = self.settings.max_attempts
         for attempt in range(1, attempts + 1):
             hint: float | None = None
             try:
                 reply = await self._send(
-                    hook.url, body, self._headers(hook, body, delivery_id), timeout_s=hook.timeout_s
+                    hook.url,
+                    body,
+                    self._headers(hook, body, delivery_id, kind),
+                    timeout_s=hook.timeout_s,
                 )
             except DeliveryError as exc:
                 outcome, retry = str(exc), True

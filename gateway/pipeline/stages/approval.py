@@ -141,6 +141,10 @@ async def approval_gate(call: Call, rt: Runtime) -> Suspended | Replayed | None:
         traceparent=current_traceparent(call.traceparent),  # Resume links its trace to this
         idempotency_key=call.idempotency_key,  # the Resume executes under it (ADR 0034)
         request_hash=call.request_hash,  # and a repeat of the Invoke matches by either hash
+        quorum=need.quorum,
+        distinct_roles=need.distinct_roles,
+        escalate_at=None if need.escalate_after_s is None else now + need.escalate_after_s,
+        escalation_roles=need.escalation_roles,
     )
     # A keyed repeat racing its own first call asks nobody, inline or not: the journal answers
     # (ADR 0034). A budget that deferred to this gate read the key a moment ago already.

@@ -46,8 +46,13 @@ def _default_view(record: ApprovalRecord) -> types_pb2.Approval:
 
 
 def may_decide(actor: Actor, record: ApprovalRecord, *, reject_self: bool) -> bool:
-    """The actor holds every required role and, when SI-4 applies, is not the requester."""
-    if not set(record.approver_roles) <= set(actor.roles):
+    """The actor holds every required role — or, once the approval is escalated, every
+    escalation role — and, when SI-4 applies, is not the requester."""
+    roles = set(actor.roles)
+    escalated = record.escalated_at is not None and bool(record.escalation_roles)
+    if not (
+        set(record.approver_roles) <= roles or (escalated and set(record.escalation_roles) <= roles)
+    ):
         return False
     return not (reject_self and actor.identity == record.requester.identity)
 
