@@ -67,6 +67,8 @@ class Event(StrEnum):
     # the quorum; a pending approval undecided past its `escalate_after`.
     APPROVAL_VOTED = "capability.approval_voted"
     APPROVAL_ESCALATED = "capability.approval_escalated"
+    # Approve with edits (docs/approvals.md "Edits", ADR 0040): an approver changed the input.
+    APPROVAL_EDITED = "capability.approval_edited"
     # Standing grants (docs/approvals.md "Grants", ADR 0038).
     GRANT_CREATED = "approval.grant_created"
     GRANT_USED = "approval.grant_used"
@@ -235,6 +237,15 @@ TABLE: Final[dict[Code, Spec]] = {
                 "This approval still needs approvers holding: {the missing roles}.",
                 "a quorum vote that cannot help cover the requirement's distinct roles"
                 " (docs/approvals.md)",
+            ),
+            Other(
+                "This capability's approvals cannot be edited.",
+                "an edited input for a capability without `approval.editable` (ADR 0040)",
+            ),
+            Other(
+                "The edited input needs an approval this approver cannot give.",
+                "the edited call needs a role the approver lacks, or more approvers than the"
+                " approval collects (ADR 0040)",
             ),
         ),
     ),

@@ -38,6 +38,6 @@ class ApprovalAudit:
             metrics.approvals_decided.add((kind,))
         elif kind == "expired":
             metrics.approvals_expired.add()
-        elif kind not in ("voted", "escalated"):
+        elif kind not in ("voted", "escalated", "edited"):
             return
         self._audit.emit(approval_event(kind, record, self._clock(), self._revision()))

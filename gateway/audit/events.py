@@ -86,6 +86,7 @@ _APPROVAL_EVENTS: Final = {
     "expired": Event.APPROVAL_EXPIRED,
     "voted": Event.APPROVAL_VOTED,
     "escalated": Event.APPROVAL_ESCALATED,
+    "edited": Event.APPROVAL_EDITED,
 }
 
 
@@ -196,6 +197,8 @@ def approval_event(kind: str, record: ApprovalRecord, now: float, revision: str)
         "execution_state": "NOT_STARTED",
     }
     approver = record.votes[-1] if kind == "voted" and record.votes else record.decided_by
+    if kind == "edited":
+        approver = record.edited_by
     if approver is not None and kind not in ("expired", "escalated"):
         event.update(
             actor_id=caller_text(approver.id),
@@ -207,6 +210,13 @@ def approval_event(kind: str, record: ApprovalRecord, now: float, revision: str)
         event.update(via_id=caller_text(via.id), via_issuer=caller_text(via.issuer))
     if kind in ("voted", "approved") and record.quorum > 1:
         event.update(quorum=record.quorum, approvals_received=len(record.votes))
+    if record.edited and kind != "expired":
+        # Both hashes (approval hashes of the two inputs, ADR 0040), never either input.
+        event.update(
+            edited=True,
+            approval_input_hash=record.input_hash,
+            original_input_hash=record.original_input_hash,
+        )
     if kind == "escalated":
         event.update(
             escalation_roles=[caller_text(r) for r in record.escalation_roles],
@@ -221,4 +231,6 @@ def _approval_event_id(kind: str, record: ApprovalRecord, name: Event) -> str:
     hash (an approval has several votes, and an edit starts counting again)."""
     if kind == "voted":
         return f"{record.id}:{name.value}:{len(record.votes)}:{record.input_hash[:16]}"
+    if kind == "edited":  # each edit is of another input
+        return f"{record.id}:{name.value}:{record.input_hash[:16]}"
     return f"{record.id}:{name.value}"

@@ -2,7 +2,7 @@
 
     capgate approvals list [--status pending ...] [--capability ID] [--requester ID] [--all-pages]
     capgate approvals show ID
-    capgate approvals approve ID --hash HASH [--note TEXT]
+    capgate approvals approve ID --hash HASH [--note TEXT] [--edit-input JSON]
     capgate approvals reject ID [--hash HASH] [--note TEXT]
     capgate approvals watch [--after EVENT_ID]
 
@@ -21,6 +21,7 @@ shares them).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
@@ -81,6 +82,14 @@ def _parser() -> argparse.ArgumentParser:
             f"{_MIN_PREFIX} characters (`list`)",
         )
         cmd.add_argument("--note", default="", help="a note recorded with the decision")
+        if name == "approve":
+            cmd.add_argument(
+                "--edit-input",
+                default="",
+                metavar="JSON",
+                help="approve this changed input instead (capabilities with approval.editable; "
+                "--hash is still the hash of the input you reviewed)",
+            )
         commands.append(cmd)
     watch = sub.add_parser("watch", help="stream approval events")
     watch.add_argument("--after", default="", help="event id to continue after")
@@ -123,6 +132,8 @@ def _details(a: types_pb2.Approval, out: TextIO) -> None:
         ("input hash", a.input_hash),
         ("input", a.input_json or "(not shown)"),
     ]
+    if a.edited:  # approve with edits (ADR 0040): the input above is the edited one
+        fields += [("original input hash", a.original_input_hash), ("edit (patch)", a.patch_json)]
     for name, value in fields:
         out.write(f"{name + ':':<21}{value}\n")
 
@@ -224,11 +235,15 @@ def _decide(stub: admin_pb2_grpc.ApprovalAdminStub, args: argparse.Namespace) ->
     found = _find(stub, args, ("pending",))
     if isinstance(found, int):
         return found
+    edited = _edited_input(args)
+    if edited is None:
+        return _USAGE
     request = admin_pb2.DecideApprovalRequest(
         approval_id=found.id if found is not None else args.id,
         verdict=verdict,
         note=args.note,
         input_hash=_full_hash(found, args),
+        edited_input_json=edited,
     )
     reply = stub.DecideApproval(request, metadata=_metadata(args), timeout=args.timeout)
     if reply.HasField("error"):
@@ -236,8 +251,23 @@ def _decide(stub: admin_pb2_grpc.ApprovalAdminStub, args: argparse.Namespace) ->
     if args.output != "table":
         _record(reply.approval, args.output, sys.stdout)
     else:
-        sys.stdout.write(f"{reply.approval.id}: {_status(reply.approval)}\n")
+        edit = f" (edited: {reply.approval.patch_json})" if reply.approval.edited else ""
+        sys.stdout.write(f"{reply.approval.id}: {_status(reply.approval)}{edit}\n")
     return _OK
+
+
+def _edited_input(args: argparse.Namespace) -> bytes | None:
+    """`--edit-input` as the request's bytes (b"" without it); None, said on stderr without
+    the text, when it is not JSON (the gateway validates the rest)."""
+    text = str(getattr(args, "edit_input", ""))
+    if not text:
+        return b""
+    try:
+        json.loads(text)
+    except ValueError:
+        sys.stderr.write("capgate approvals: --edit-input is not valid JSON\n")
+        return None
+    return text.encode()
 
 
 def _watch(stub: admin_pb2_grpc.ApprovalAdminStub, args: argparse.Namespace) -> int:

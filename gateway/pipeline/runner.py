@@ -20,6 +20,7 @@ from gateway.errors import CapabilityError, Code, Event
 from gateway.pipeline import envelope
 from gateway.pipeline.call import Call, Runtime
 from gateway.pipeline.drain import MARGIN_S
+from gateway.pipeline.edits import mark_edited
 from gateway.pipeline.events import build, completion_fields, failure_fields, replay_event, stances
 from gateway.pipeline.stages import Outcome, Replayed, Suspended
 from gateway.pipeline.stages.actor import check_actor
@@ -526,6 +527,7 @@ async def _completed(call: Call, rt: Runtime) -> gateway_pb2.ExecutionResult:
         approval_id=call.approval_id if call.approval is not None else "",
     )
     result.grant_id = call.grant_id
+    mark_edited(result, call)  # the edited input ran (ADR 0040)
     duration_ms = round(_duration(call, rt) * 1000, 3)
     event = build(Event.COMPLETED, call, rt.wall(), **completion_fields(call, duration_ms))
     await _settle(call, rt, result, lambda: event, _record_outcome(call, rt, result))
@@ -545,6 +547,7 @@ def _failure_envelope(call: Call, rt: Runtime, err: CapabilityError) -> gateway_
         rerun_safe=call.prepared is not None and rerun_safe(call.prepared.capability),
     )
     result.grant_id = call.grant_id
+    mark_edited(result, call)
     return result
 
 

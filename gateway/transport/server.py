@@ -26,6 +26,7 @@ from gateway.state.approvals.convert import to_proto
 from gateway.transport import grpclog, reflection
 from gateway.transport.admin.approvals import ApprovalAdminServicer
 from gateway.transport.admin.cache import CacheAdminServicer
+from gateway.transport.admin.edits import EditDecisions
 from gateway.transport.admin.grants import GrantAdmin
 from gateway.transport.admin.policy import PolicyAdminServicer
 from gateway.transport.auth.listeners import build_authenticator, server_credentials
@@ -159,6 +160,7 @@ def build_listener(
                     authenticate=stage1.actor,
                     listener=listener,
                     drain=runtime.drain,
+                    edits=EditDecisions(snapshot, runtime),
                     grants=GrantAdmin(snapshot, runtime, listener=listener),
                     view=lambda record: to_proto(
                         record,

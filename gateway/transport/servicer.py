@@ -9,7 +9,7 @@ from typing import Any
 
 import grpc
 
-from capgate.v1 import gateway_pb2, gateway_pb2_grpc
+from capgate.v1 import gateway_pb2, gateway_pb2_grpc, types_pb2
 from gateway.config.settings import Listener
 from gateway.errors import CapabilityError, Code
 from gateway.model import Actor
@@ -143,6 +143,11 @@ class CapabilityGatewayServicer(gateway_pb2_grpc.CapabilityGatewayServicer):  # 
             raise CapabilityError(Code.APPROVAL_NOT_FOUND, reason="unknown or not the requester's")
         return record
 
+    def _requester_view(self, record: Any) -> types_pb2.Approval:
+        """No input; an edit's patch after the capability's `redact.approval_input` (ADR 0040)."""
+        redactor = self._snapshot().approval_redactor(record.capability_id)
+        return to_proto(record, include_input=False, redactor=redactor)
+
     async def GetApproval(
         self, request: gateway_pb2.GetApprovalRequest, context: Any
     ) -> gateway_pb2.GetApprovalResponse:
@@ -151,9 +156,7 @@ class CapabilityGatewayServicer(gateway_pb2_grpc.CapabilityGatewayServicer):  # 
             record = await self._own_approval(request.approval_id, actor)
         except CapabilityError as err:
             return gateway_pb2.GetApprovalResponse(error=error_to_proto(err))
-        return gateway_pb2.GetApprovalResponse(
-            approval=to_proto(record, include_input=False, redactor=None)
-        )
+        return gateway_pb2.GetApprovalResponse(approval=self._requester_view(record))
 
     async def WaitApproval(
         self, request: gateway_pb2.WaitApprovalRequest, context: Any
@@ -179,6 +182,4 @@ class CapabilityGatewayServicer(gateway_pb2_grpc.CapabilityGatewayServicer):  # 
                 record = waited or record
         except CapabilityError as err:
             return gateway_pb2.GetApprovalResponse(error=error_to_proto(err))
-        return gateway_pb2.GetApprovalResponse(
-            approval=to_proto(record, include_input=False, redactor=None)
-        )
+        return gateway_pb2.GetApprovalResponse(approval=self._requester_view(record))

@@ -2,7 +2,8 @@
 
 `to_proto` is the default view: the input appears only when asked (ApprovalAdmin) and then only
 after the capability's `redact.approval_input` rules (DESIGN §12: what approvers see is redacted
-server-side). The requester's view never carries the input.
+server-side). The requester's view never carries the input; both views carry an edit's patch
+after those rules (`shown_patch`).
 """
 
 from __future__ import annotations
@@ -99,9 +100,24 @@ def to_proto(
         message.capability_description = description[:MAX_DESCRIPTION]
         message.requester_on_behalf_of = record.requester.on_behalf_of
         message.approved_by.extend(actor_to_proto(a) for a in record.votes)
-        if record.edited:
-            message.patch_json = patch_json(record, redactor)
+    # Both views, the requester's too (ADR 0040): the patch, never the input.
+    message.patch_json = shown_patch(record, redactor)
     return message
+
+
+def shown_patch(record: ApprovalRecord, redactor: Redactor | None) -> str:
+    """`patch_json` for a view: with the capability's rules (`redactor`) as they read; without
+    them (the capability is no longer configured) every value shows as `REDACTED`, so a view
+    never shows a value a rule would have hidden."""
+    if not record.edited:
+        return ""
+    if redactor is not None:
+        return patch_json(record, redactor)
+    ops = jsonpatch.diff(record.original_input, record.input)
+    for op in ops:
+        if "value" in op:
+            op["value"] = REDACTED
+    return orjson.dumps(ops).decode()
 
 
 def patch_json(record: ApprovalRecord, redactor: Redactor | None) -> str:

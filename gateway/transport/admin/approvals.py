@@ -28,6 +28,7 @@ from gateway.state.approvals.convert import actor_from_proto, error_to_proto, to
 from gateway.state.approvals.events import WatchGap
 from gateway.state.approvals.records import ApprovalRecord, Status
 from gateway.state.approvals.store import RedisApprovalStore
+from gateway.transport.admin.edits import EditDecisions
 from gateway.transport.admin.grants import GrantAdmin
 from gateway.transport.auth.base import AuthenticationFailed
 
@@ -68,9 +69,11 @@ class ApprovalAdminServicer(admin_pb2_grpc.ApprovalAdminServicer):  # type: igno
         listener: Listener,
         view: View | None = None,
         drain: Drain | None = None,
+        edits: EditDecisions | None = None,  # approve with edits (ADR 0040); None: refused
         grants: GrantAdmin | None = None,
     ) -> None:
         self._store = store
+        self._edits = edits
         self._grants = grants
         # A shutdown ends watch streams with status OK before the grace period ends.
         self._drain = drain
@@ -174,6 +177,9 @@ class ApprovalAdminServicer(admin_pb2_grpc.ApprovalAdminServicer):  # type: igno
             approver, via = await self._approver(caller, request, context)
             if self._store is None:
                 raise self._unconfigured()
+            if request.edited_input_json:
+                record = await self._decide_edited(request, approver, via)
+                return admin_pb2.DecideApprovalResponse(approval=self._show(record))
             record = await self._store.decide(
                 request.approval_id,
                 approve=request.verdict == admin_pb2.VERDICT_APPROVE,
@@ -185,6 +191,19 @@ class ApprovalAdminServicer(admin_pb2_grpc.ApprovalAdminServicer):  # type: igno
         except CapabilityError as err:
             return admin_pb2.DecideApprovalResponse(error=error_to_proto(err))
         return admin_pb2.DecideApprovalResponse(approval=self._show(record))
+
+    async def _decide_edited(
+        self, request: admin_pb2.DecideApprovalRequest, approver: Actor, via: Actor | None
+    ) -> ApprovalRecord:
+        """Approve with edits (`edits.py`): governed as the requester's call first."""
+        assert self._store is not None
+        if self._edits is None:
+            raise CapabilityError(
+                Code.FORBIDDEN,
+                message="This capability's approvals cannot be edited.",
+                reason="no edits on this servicer",
+            )
+        return await self._edits.decide(self._store, request, approver=approver, via=via)
 
     async def WatchApprovals(
         self, request: admin_pb2.WatchApprovalsRequest, context: Context

@@ -322,7 +322,7 @@ class McpHandler:
         resume = mrtr.continued(params)
         peeked = await self._peek(approval_id, actor)
         if isinstance(peeked, ApprovalRecord) and peeked.status == "pending" and resume:
-            view = to_proto(peeked, include_input=False, redactor=None)
+            view = self._requester_view(peeked)
             return mrtr.input_required(_awaiting(view), state)
         return await self._status(
             approval_id,
@@ -332,6 +332,12 @@ class McpHandler:
             correlation_id=correlation_id,
             traceparent=traceparent,
         )
+
+    def _requester_view(self, record: ApprovalRecord) -> types_pb2.Approval:
+        """As GetApproval shows it: no input; an edit's patch after the capability's
+        `redact.approval_input` rules (ADR 0040)."""
+        redactor = self._snapshot().approval_redactor(record.capability_id)
+        return to_proto(record, include_input=False, redactor=redactor)
 
     async def _peek(
         self, approval_id: str, actor: Actor
@@ -384,7 +390,7 @@ class McpHandler:
         (no execution). Otherwise Resume runs, as on gRPC: an approved call once, a decided or
         unknown id, or a store that cannot be reached, to its audited refusal."""
         if isinstance(peeked, ApprovalRecord) and (peeked.status == "pending" or not resume):
-            view = to_proto(peeked, include_input=False, redactor=None)
+            view = self._requester_view(peeked)
             return tools.approval_result(view, {}, status_tool=True, requested=False)
         if not resume:
             unread = peeked if isinstance(peeked, CapabilityError) else None

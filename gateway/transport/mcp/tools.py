@@ -7,6 +7,9 @@ Results (DESIGN §12, ADR 0010):
 - governed failures: `isError: true`, the public message, `structuredContent {code, stage,
   retryable, execution_state}` (plus `issues` for INPUT_INVALID, which never carry values, and
   `retry_after_s` for RATE_LIMITED, also said in the text);
+- an approver's edit (ADR 0040): the approval status says `edited` with the RFC 6902 `patch`
+  (after `redact.approval_input`); a resumed call that ran the edited input says so in its text
+  and in `_meta` (`dev.capgate/edited`, `dev.capgate/patch`), its output left as it is;
 - CAPABILITY_NOT_FOUND is not a result: the caller gets the same -32602 as for an unknown tool
   (SI-8), which `call_result` signals by raising `UNKNOWN_TOOL`.
 No tool declares an `outputSchema`: an approval-required result could not conform to it.
@@ -168,6 +171,10 @@ def approval_result(
     }
     if approval.message:
         structured["message"] = approval.message
+    if approval.edited:
+        structured["edited"] = True
+        structured["patch"] = orjson.loads(approval.patch_json or "[]")
+        text += f" {_EDITED} {approval.patch_json}"
     return {
         "content": _text(text),
         "structuredContent": structured,
@@ -182,10 +189,11 @@ def call_result(
     """The CallToolResult of an envelope. A not-found raises UNKNOWN_TOOL (SI-8) unless the
     call came through the approval tool, which exists whatever became of the capability."""
     meta: dict[str, Any] = {META + "executionId": result.execution_id}
+    edited = _edited(result, meta)
     kind = result.WhichOneof("outcome")
     if kind == "completed":
         text = result.completed.output_json
-        out: dict[str, Any] = {"content": _text(text), "isError": False, "_meta": meta}
+        out: dict[str, Any] = {"content": _text(text) + edited, "isError": False, "_meta": meta}
         value = orjson.loads(text) if text else None
         if isinstance(value, dict):
             out["structuredContent"] = value
@@ -197,4 +205,19 @@ def call_result(
     err = result.failed if kind == "failed" else result.cancelled
     if err.code == _NOT_FOUND and conceal_not_found:
         raise UNKNOWN_TOOL
-    return error_result(err, meta)
+    failed = error_result(err, meta)
+    failed["content"] += edited
+    return failed
+
+
+_EDITED: Final = "An approver edited the input before approving it (RFC 6902 patch):"
+
+
+def _edited(result: gateway_pb2.ExecutionResult, meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """A resumed call that ran an approver's edited input says so (ADR 0040): `_meta` carries
+    `edited` and the patch, and a text item tells the model what ran."""
+    if not result.edited:
+        return []
+    meta[META + "edited"] = True
+    meta[META + "patch"] = orjson.loads(result.patch_json or "[]")
+    return _text(f"{_EDITED} {result.patch_json}")
