@@ -133,6 +133,12 @@ async def test_role_and_tag_grants_cover_and_the_earliest_expiry_goes_first(env:
     first = await env.invoke("pay.refund", REFUND)
     second = await env.invoke("pay.refund", REFUND)
     assert (first.grant_id, second.grant_id) == (sooner.id, later.id)
+    exhausted = [
+        e
+        for e in await env.events_for(first.execution_id)
+        if e["event"] == "approval.grant_exhausted"
+    ]
+    assert [(e["grant_id"], e["uses"]) for e in exhausted] == [(sooner.id, 1)]
     assert (await store(env).get(sooner.id)).status == GrantStatus.EXHAUSTED  # type: ignore[union-attr]
     other = await env.invoke("pay.refund", REFUND, actor="bot")  # no agent role
     assert outcome(other) == "approval_required"
