@@ -1,8 +1,10 @@
 """The main job: `make demo`. Starts the example upstream, the gateway (with the embedded Redis
 when no URL is configured) and runs a scripted client through every kind of outcome: completed,
 redacted, denied, concealed, invalid input, timeout, a governance hook's context asking for an
-approval (examples/hooks), and the approval flow with a self-approval refused, and the same
-governance over MCP (Streamable HTTP); then an existing MCP server
+approval (examples/hooks), the approval flow with a self-approval refused, a standing grant
+(approve once for similar calls; revoked), an approval with edits (the approver lowers the
+amount) and a two-person approval (1 of 2, then 2 of 2), and the same governance over MCP
+(Streamable HTTP); then an existing MCP server
 (examples/mcp_upstream) governed with a policy and an approval. Exits 0 when every step behaved as
 documented. `DEMO_HOLD=1` keeps everything running, leaves a refund waiting for a manager
 and prints the addresses, credentials and the commands that approve and resume it.
@@ -33,10 +35,12 @@ from typing import Any
 import grpc
 import jwt
 import orjson
+from google.protobuf.duration_pb2 import Duration
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc, types_pb2
 from examples.hooks.reference import serve as serve_hooks
 from examples.mcp_upstream.server import serve as serve_desk
+from examples.orders.server import State
 from examples.orders.server import serve as serve_orders
 from gateway.config.settings import JwtAuth, JwtKey
 from gateway.inbox.server import start_inbox
@@ -48,8 +52,16 @@ ISSUER = "demo-idp"
 
 
 class Demo:
-    def __init__(self, secret: str, ports: dict[str, int], socket_path: str, redis_url: str = ""):
+    def __init__(
+        self,
+        secret: str,
+        ports: dict[str, int],
+        socket_path: str,
+        redis_url: str = "",
+        orders: State | None = None,
+    ):
         self.secret = secret
+        self.orders = orders  # the example upstream's state: what it really refunded
         self.ports = ports
         self.redis_url = redis_url
         self.socket_path = socket_path
@@ -76,6 +88,27 @@ class Demo:
 
     def md(self, sub: str, roles: list[str], audience: str = "capgate") -> list[tuple[str, str]]:
         return [("authorization", f"Bearer {self.token(sub, roles, audience)}")]
+
+    def approver(self, who: tuple[str, list[str]]) -> list[tuple[str, str]]:
+        """Metadata for the admin listener (ApprovalAdmin), as `who`."""
+        return self.md(*who, audience="capgate-admin")
+
+    async def resume(self, approval_id: str) -> gateway_pb2.ExecutionResult:
+        """alice resumes one of her approvals."""
+        stub = gateway_pb2_grpc.CapabilityGatewayStub(self.agents)
+        return await stub.Resume(
+            gateway_pb2.ResumeRequest(approval_id=approval_id),
+            metadata=self.md(*ALICE),
+            timeout=10,
+        )
+
+    def check(self, title: str, ok: bool, detail: str = "") -> None:
+        """One checked step that is not an envelope: [ok] or [BAD], counted as a failure."""
+        print(
+            f"  [{'ok ' if ok else 'BAD'}] {title}" + (f"\n        -> {detail}" if detail else "")
+        )
+        if not ok:
+            self.failures.append(title)
 
     async def invoke(
         self,
@@ -122,16 +155,241 @@ class Demo:
 
 # Refunds and cancellations are for support staff (support-staff-only, which orders.refund and
 # orders.cancel list in examples/config/gateway.yaml); dave is an agent without that role.
+# Refunds over 5,000 need two approvers, one of them from finance (erin): refund-limits in
+# examples/policies/20-refunds.yaml.
 ALICE = ("alice", ["agent", "support"])
 BOB = ("bob", ["manager", "approver"])
 CAROL = ("carol", ["manager", "approver", "agent", "support"])
 DAVE = ("dave", ["agent"])
+ERIN = ("erin", ["manager", "finance", "approver"])
 CUSTOMERS = {"alice": "c-1", "dave": "c-2"}
 
 # The refund DEMO_HOLD leaves waiting for a manager: over the 500 approval threshold, and within
-# what o-1001 (2,500.00) has left after the script's refunds of 25 and 750, so approving and
-# resuming it completes. The two chairs on that order cost 601.00.
+# what o-1001 (2,500.00) has left after the script's refunds on it of 25, 750, 510 (approved)
+# and 520 (a standing grant), 695.00, so approving and resuming it completes (94.00 left). The
+# two chairs on that order cost 601.00. The script's edited and two-person refunds are on
+# o-1003, whose total is 2^53 + 1 cents.
 HELD_REFUND = {"order_id": "o-1001", "amount": 601, "reason": "both chairs arrived broken"}
+
+
+def refunded(demo: Demo, order_id: str) -> int:
+    """What the example upstream has refunded on an order so far, in cents."""
+    assert demo.orders is not None
+    return int(demo.orders.book.orders[order_id].refunded_cents)
+
+
+def error_code(error: types_pb2.CapabilityError) -> str:
+    return types_pb2.ErrorCode.Name(error.code).removeprefix("ERROR_CODE_")
+
+
+async def grant_script(demo: Demo) -> None:
+    """A standing grant (docs/approvals.md, Grants): bob approves one refund of alice's and
+    grants her similar ones for an hour; the next one runs at once, with the grant's id; one
+    outside the grant, or over its total, still asks; once revoked, it asks again."""
+    print("\nA standing grant (approve once for similar calls):")
+    admin = admin_pb2_grpc.ApprovalAdminStub(demo.admin)
+    refund = {"order_id": "o-1001", "amount": 510, "reason": "desk scratched"}
+    asked = await demo.invoke(ALICE, "orders.refund", refund)
+    demo.expect(
+        "alice asks for a refund of 510: a manager must approve", asked, "approval_required"
+    )
+    approval = asked.approval_required.approval
+    decided = await admin.DecideApproval(
+        admin_pb2.DecideApprovalRequest(
+            approval_id=approval.id,
+            verdict=admin_pb2.VERDICT_APPROVE,
+            note="ok; and the like for an hour",
+            input_hash=approval.input_hash,
+        ),
+        metadata=demo.approver(BOB),
+    )
+    created = await admin.CreateGrant(
+        admin_pb2.CreateGrantRequest(
+            from_approval_id=approval.id,  # whom and what: alice, orders.refund
+            constraint="input.amount <= 600",
+            amount="input.amount",
+            max_total=1000,
+            expires_in=Duration(seconds=3600),
+            note="alice's refunds up to 600 each, 1,000 in total, for an hour",
+        ),
+        metadata=demo.approver(BOB),
+    )
+    grant = created.grant
+    demo.check(
+        "bob approves it and grants alice's refunds up to 600 each, 1,000 in total, for 1 hour",
+        not decided.HasField("error") and not created.HasField("error") and bool(grant.id),
+        f"grant {grant.id}: {grant.actor.id}, {grant.capability_id}, "
+        f"constraint {grant.constraint!r}, amount {grant.amount!r}, max_total {grant.max_total:g}"
+        if grant.id
+        else f"{error_code(decided.error)} {error_code(created.error)}: {created.error.message}",
+    )
+    demo.expect(
+        "alice resumes the approved one: it runs", await demo.resume(approval.id), "completed"
+    )
+    covered = await demo.invoke(ALICE, "orders.refund", {**refund, "amount": 520})
+    demo.expect(
+        "her next refund of 520 completes at once: the grant stood in", covered, "completed"
+    )
+    demo.check(
+        "... and its envelope names the grant",
+        bool(grant.id) and covered.grant_id == grant.id and not covered.approval_id,
+        f"grant_id {covered.grant_id or '(none)'}",
+    )
+    demo.expect(
+        "a refund of 700, outside the grant's constraint, still asks a manager",
+        await demo.invoke(ALICE, "orders.refund", {**refund, "amount": 700}),
+        "approval_required",
+    )
+    demo.expect(
+        "a refund of 590 would take the grant past its total of 1,000 (520 used): it asks too",
+        await demo.invoke(ALICE, "orders.refund", {**refund, "amount": 590}),
+        "approval_required",
+    )
+    shown = await admin.GetGrant(
+        admin_pb2.GetGrantRequest(grant_id=grant.id), metadata=demo.approver(BOB)
+    )
+    revoked = await admin.RevokeGrant(
+        admin_pb2.RevokeGrantRequest(grant_id=grant.id, note="enough for today"),
+        metadata=demo.approver(BOB),
+    )
+    status = types_pb2.GrantStatus.Name(revoked.grant.status).removeprefix("GRANT_STATUS_")
+    demo.check(
+        "bob revokes the grant after 1 use",
+        shown.grant.uses == 1 and status == "REVOKED",
+        f"uses {shown.grant.uses}, total {shown.grant.total:g} of {shown.grant.max_total:g}; "
+        f"now {status}",
+    )
+    demo.expect(
+        "the same refund of 520 asks a manager again",
+        await demo.invoke(ALICE, "orders.refund", {**refund, "amount": 520}),
+        "approval_required",
+    )
+
+
+async def edit_script(demo: Demo) -> None:
+    """Approve with edits (docs/approvals.md, Edits; orders.refund says `approval.editable`):
+    bob approves a lower amount than alice asked for, and her Resume runs his."""
+    print("\nApprove with edits (bob approves a lower amount):")
+    admin = admin_pb2_grpc.ApprovalAdminStub(demo.admin)
+    before = refunded(demo, "o-1003")
+    asked = await demo.invoke(
+        ALICE, "orders.refund", {"order_id": "o-1003", "amount": 300, "reason": "late delivery"}
+    )
+    demo.expect(
+        "alice asks for 300 to the customer in arrears: a manager must approve",
+        asked,
+        "approval_required",
+    )
+    approval = asked.approval_required.approval
+    edited = {"order_id": "o-1003", "amount": 120, "reason": "late delivery"}
+    decided = await admin.DecideApproval(
+        admin_pb2.DecideApprovalRequest(
+            approval_id=approval.id,
+            verdict=admin_pb2.VERDICT_APPROVE,
+            note="120, what the late delivery cost them",
+            input_hash=approval.input_hash,
+            edited_input_json=orjson.dumps(edited),
+        ),
+        metadata=demo.approver(BOB),
+    )
+    status = types_pb2.ApprovalStatus.Name(decided.approval.status)
+    demo.check(
+        "bob approves it edited to 120 (governed as alice's own call first)",
+        status == "APPROVAL_STATUS_APPROVED" and decided.approval.edited,
+        f"{status}, edited={decided.approval.edited}"
+        if not decided.HasField("error")
+        else f"{error_code(decided.error)}: {decided.error.message}",
+    )
+    resumed = await demo.resume(approval.id)
+    demo.expect("alice resumes: the edited refund runs", resumed, "completed")
+    ran = orjson.loads(resumed.completed.output_json or b"{}").get("amount")
+    demo.check(
+        "... the envelope says edited, with the patch; the upstream refunded 120, not 300",
+        resumed.edited
+        and bool(resumed.patch_json)
+        and ran == 120
+        and refunded(demo, "o-1003") - before == 12_000,
+        f"edited={resumed.edited} patch={resumed.patch_json} amount={ran}",
+    )
+
+
+async def quorum_script(demo: Demo) -> None:
+    """Two-person approval (docs/approvals.md): refunds over 5,000 need two distinct approvers,
+    one of them from finance; the first approval leaves it pending, the second approves it,
+    and the refund runs once."""
+    print("\nTwo-person approval (refunds over 5,000: a manager and finance):")
+    admin = admin_pb2_grpc.ApprovalAdminStub(demo.admin)
+    before = refunded(demo, "o-1003")
+    asked = await demo.invoke(
+        ALICE,
+        "orders.refund",
+        {"order_id": "o-1003", "amount": 6000, "reason": "bulk order returned"},
+    )
+    demo.expect(
+        "alice asks for a refund of 6,000: two approvers must sign", asked, "approval_required"
+    )
+    approval = asked.approval_required.approval
+
+    async def approve(who: tuple[str, list[str]]) -> admin_pb2.DecideApprovalResponse:
+        return await admin.DecideApproval(
+            admin_pb2.DecideApprovalRequest(
+                approval_id=approval.id,
+                verdict=admin_pb2.VERDICT_APPROVE,
+                note=f"{who[0]} agrees",
+                input_hash=approval.input_hash,
+            ),
+            metadata=demo.approver(who),
+        )
+
+    def progress(decided: admin_pb2.DecideApprovalResponse) -> str:
+        if decided.HasField("error"):
+            return f"{error_code(decided.error)}: {decided.error.message}"
+        a = decided.approval
+        status = types_pb2.ApprovalStatus.Name(a.status).removeprefix("APPROVAL_STATUS_")
+        return f"{status}, {a.approvals_received} of {a.quorum}"
+
+    first = await approve(BOB)
+    demo.check(
+        "bob (manager) approves: still pending, 1 of 2",
+        first.approval.status == types_pb2.APPROVAL_STATUS_PENDING
+        and (first.approval.approvals_received, first.approval.quorum) == (1, 2),
+        progress(first),
+    )
+    demo.expect(
+        "alice cannot run it yet",
+        await demo.resume(approval.id),
+        "failed",
+        "APPROVAL_PENDING",
+    )
+    again = await approve(BOB)
+    demo.check(
+        "bob approving again counts once",
+        again.approval.status == types_pb2.APPROVAL_STATUS_PENDING
+        and again.approval.approvals_received == 1,
+        progress(again),
+    )
+    other = await approve(CAROL)
+    demo.check(
+        "carol (a manager, not finance) cannot be the second: one of the two must be finance",
+        error_code(other.error) == "FORBIDDEN",
+        progress(other),
+    )
+    second = await approve(ERIN)
+    demo.check(
+        "erin (manager, finance) approves: approved, 2 of 2",
+        second.approval.status == types_pb2.APPROVAL_STATUS_APPROVED
+        and second.approval.approvals_received == 2,
+        progress(second),
+    )
+    resumed = await demo.resume(approval.id)
+    demo.expect("alice resumes: the refund of 6,000 runs", resumed, "completed")
+    repeated = await demo.resume(approval.id)
+    demo.check(
+        "... once: a repeated Resume returns the stored envelope, the upstream refunded 6,000",
+        repeated.execution_id == resumed.execution_id
+        and refunded(demo, "o-1003") - before == 600_000,
+        f"refunded {(refunded(demo, 'o-1003') - before) / 100:,.2f} on o-1003",
+    )
 
 
 async def cached_read(demo: Demo) -> None:
@@ -275,6 +533,9 @@ async def script(demo: Demo) -> None:
     )
     if not same:
         demo.failures.append("repeated resume")
+    await grant_script(demo)
+    await edit_script(demo)
+    await quorum_script(demo)
 
 
 def mcp_post(
@@ -545,7 +806,8 @@ async def main() -> int:
     run_dir = Path(tempfile.mkdtemp(prefix="capgate-demo-"))
     log_servers_to(run_dir / "servers.log")
     secret = os.environ.get("CAPGATE_DEMO_JWT_SECRET") or secrets.token_urlsafe(32)
-    orders, orders_port = await serve_orders("127.0.0.1:0")
+    book = State()  # the demo checks what the upstream really refunded
+    orders, orders_port = await serve_orders("127.0.0.1:0", state=book)
     hooks, _ = await serve_hooks(f"unix://{run_dir}/hooks.sock")  # the standing hook
     env = {
         **os.environ,
@@ -592,7 +854,7 @@ async def main() -> int:
             f"logs: {run_dir}/gateway.log (the gateway and its audit trail), "
             f"{run_dir}/servers.log (the example upstream, the hook, the MCP server, the inbox)"
         )
-        demo = Demo(secret, ports, f"{run_dir}/capgate.sock", ready_info.get("redis_url", ""))
+        demo = Demo(secret, ports, f"{run_dir}/capgate.sock", ready_info.get("redis_url", ""), book)
         await script(demo)
         mcp_url = f"http://127.0.0.1:{ports['mcp']}/mcp"
         await mcp_script(demo, mcp_url)
