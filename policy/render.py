@@ -40,6 +40,13 @@ def evaluation_json(phase: Phase, policy_set: PolicySet, evaluation: Evaluation)
             "roles": sorted(approval.roles),
             "expires_in": format_duration(approval.expires_in) if approval.expires_in else None,
             "policies": list(approval.policies),
+            "grantable": approval.grantable,
+            "quorum": approval.quorum,
+            "distinct_roles": sorted(approval.distinct_roles),
+            "escalate_after": format_duration(approval.escalate_after)
+            if approval.escalate_after
+            else None,
+            "escalation_roles": sorted(approval.escalation_roles),
         },
         "stances": [_stance(s) for s in evaluation.stances],
         "duration_ms": round(evaluation.duration_s * 1000, 3),
@@ -58,6 +65,7 @@ def evaluation_text(phase: Phase, policy_set: PolicySet, evaluation: Evaluation)
             f"approval: roles {', '.join(approval['roles'])}; expires in "
             f"{approval['expires_in'] or 'the default'}; reasons: {'; '.join(approval['reasons'])}"
         )
+        lines.append(f"  {_approval_options(approval)}")
     lines.append(f"stances ({phase.value}, revision {policy_set.revision}):")
     for stance in data["stances"]:
         effect = stance["effect"] or "abstain"
@@ -70,6 +78,20 @@ def evaluation_text(phase: Phase, policy_set: PolicySet, evaluation: Evaluation)
     if not data["stances"]:
         lines.append("  (no policy applies)")
     return "\n".join(lines)
+
+
+def _approval_options(approval: dict[str, Any]) -> str:
+    """Quorum, grants and escalation of the merged requirement, in words."""
+    quorum = f"{approval['quorum']} approver{'s' if approval['quorum'] > 1 else ''}"
+    if approval["distinct_roles"]:
+        quorum += f" (one each: {', '.join(approval['distinct_roles'])})"
+    grants = "a standing grant may stand in" if approval["grantable"] else "never by a grant"
+    escalation = (
+        f"escalates after {approval['escalate_after']} to {', '.join(approval['escalation_roles'])}"
+        if approval["escalate_after"]
+        else "no escalation"
+    )
+    return f"{quorum}; {grants}; {escalation}"
 
 
 def _site(site: tuple[str, int, str, int]) -> dict[str, Any]:

@@ -174,8 +174,9 @@ def _request(
         "correlation_id": case.get("correlation_id", ""),
         "metadata": case.get("metadata", {}),
     }
-    if case.get("approval_expires_in") is not None:
-        parse_duration(case["approval_expires_in"])
+    for key in ("approval_expires_in", "approval_escalate_after"):
+        if case.get(key) is not None:
+            parse_duration(case[key])
     if request["now"] is None:
         # Optional (docs/policies.md): one clock for the whole run. A suite whose policies read
         # `request.now` gives one, so its results do not depend on the day it runs.
@@ -271,18 +272,27 @@ def _compare(case: Mapping[str, Any], evaluation: Evaluation) -> list[str]:
         "message": evaluation.message,
         "approval_roles": sorted(approval.roles) if approval else None,
         "approval_expires_in": _duration(approval.expires_in if approval else None),
+        "approval_grantable": approval.grantable if approval else None,
+        "approval_quorum": approval.quorum if approval else None,
+        "approval_distinct_roles": sorted(approval.distinct_roles) if approval else None,
+        "approval_escalate_after": _duration(approval.escalate_after if approval else None),
+        "approval_escalation_roles": sorted(approval.escalation_roles) if approval else None,
     }
     for key, got in actual.items():
         if key not in case:
             continue
         want = case[key]
-        if key == "approval_roles":
+        if key in _ROLE_SETS and want is not None:
             want = sorted(want)
-        elif key == "approval_expires_in" and want is not None:
+        elif key in _DURATIONS and want is not None:
             want = format_duration(parse_duration(want))
         if want != got:
             problems.append(f"{key}: expected {want!r}, got {got!r}")
     return problems
+
+
+_ROLE_SETS = frozenset({"approval_roles", "approval_distinct_roles", "approval_escalation_roles"})
+_DURATIONS = frozenset({"approval_expires_in", "approval_escalate_after"})
 
 
 def _duration(value: timedelta | None) -> str | None:

@@ -219,6 +219,11 @@ def test_explain_prints_the_decision_and_every_stance(capsys, tmp_path):
         "roles": ["manager"],
         "expires_in": "4h",
         "policies": ["refund-limits"],
+        "grantable": True,
+        "quorum": 1,
+        "distinct_roles": [],
+        "escalate_after": None,
+        "escalation_roles": [],
     }
     assert shown["stances"] == [
         {
