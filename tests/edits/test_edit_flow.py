@@ -81,6 +81,11 @@ async def assert_untouched(env: Env, approval: types_pb2.Approval) -> None:
     assert record.input_hash == approval.input_hash
     assert record.input == ASKED
     assert not record.edited and record.original_input_hash == "" and record.votes == ()
+    await env.gw.runtime.audit.flush()  # type: ignore[attr-defined]
+    decided = {"capability.approval_edited", "capability.approved", "capability.approval_voted"}
+    assert not [
+        e for e in env.audit.events if e.get("approval_id") == approval.id and e["event"] in decided
+    ]
 
 
 async def test_an_edited_approval_runs_the_edited_input_and_says_so(env: Env) -> None:
