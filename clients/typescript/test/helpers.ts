@@ -14,7 +14,13 @@ export interface Stack {
   readonly admin: string;
   readonly local_socket: string;
   readonly orders: string;
-  readonly tokens: { readonly alice: string; readonly bob: string; readonly bob_agent: string; readonly root: string };
+  readonly tokens: {
+    readonly alice: string;
+    readonly bob: string;
+    readonly carol: string;
+    readonly bob_agent: string;
+    readonly root: string;
+  };
   readonly jwks_file: string;
 }
 
