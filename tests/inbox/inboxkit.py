@@ -96,11 +96,29 @@ def gateway_settings(orders_address: str, redis_url: str, **overrides: Any) -> S
             policies=(),
         ),
     )
+    capabilities += (
+        # Undecided for a minute, it escalates to admins (who lack the approver role).
+        dataclasses.replace(
+            cancel,
+            id=ESCALATING,
+            description="Cancel an order; escalated to an admin when nobody decides.",
+            approval=ApprovalSpec(
+                required=True,
+                reason="Approvers decide these cancellations, admins once escalated.",
+                roles=("approver",),
+                expires_in_s=3600,
+                escalate_after_s=60,
+                escalation_roles=("admin",),
+            ),
+            policies=(),
+        ),
+    )
     return dataclasses.replace(settings, listeners=listeners, capabilities=capabilities)
 
 
 EDITABLE = "orders.refund_corrected"
 TWO_PERSON = "orders.cancel_signed"
+ESCALATING = "orders.cancel_escalating"
 
 
 # A capability whose input nests (objects in arrays in objects), for the input table.

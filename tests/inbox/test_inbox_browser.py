@@ -24,6 +24,8 @@ from gateway.process.serve import start
 from tests.gateway.harness import token
 from tests.inbox.browserkit import Browser, ForeignPage, chromium
 from tests.inbox.inboxkit import (
+    EDITABLE,
+    TWO_PERSON,
     Stack,
     gateway_settings,
     human_token,
@@ -516,6 +518,59 @@ async def test_a_grant_the_gateway_refuses_says_so_beside_the_approval(
     await page.wait_text("#grant-refusal", "INPUT_INVALID")
     assert "The approval is approved; the grant was refused" in await page.text("#grant-refusal")
     assert await page.text("#status") == "approved"
+
+
+async def test_an_edit_shows_its_diff_and_approves_the_edited_input(
+    page: Browser, stack: Stack
+) -> None:
+    approval = await stack.request(EDITABLE, {"order_id": "o-1003", "amount": 990})
+    await stack.seen_by_inbox(approval.id)
+    await page.sign_in(human_token("bob"), "bob")
+    await page.open(f"/approvals/{approval.id}")
+    await page.click("#edit-box summary")
+    shown = await page.script("return JSON.parse(document.getElementById('edited-input').value)")
+    assert shown == {"order_id": "o-1003", "amount": 990, "reason": "unspecified"}
+    await page.type("#edited-input", '{"order_id": "o-1003", "amount": 640, "reason": "partial"}')
+    await page.click("#preview-edit")
+    await page.wait_for("#edit-diff")
+    diff = await page.text("#edit-diff")
+    assert "replace /amount 990 640" in diff
+    assert 'replace /reason "unspecified" "partial"' in diff
+    assert (await stack.approval(approval.id)).status == PENDING  # a preview decides nothing
+    await page.type("#edit-note", "Only part of the order.")
+    await page.click("#approve-edited")
+    await page.wait_text("#status", "approved")
+    assert await page.text("#edited-by") == "bob (test-idp)"
+    assert "replace /amount 640" in await page.text("#edit-patch")
+    assert await page.text("#original-hash") == approval.input_hash
+    recorded = await stack.approval(approval.id)
+    assert recorded.edited
+    assert recorded.original_input_hash == approval.input_hash
+
+
+async def test_quorum_progress_after_the_first_of_two_approvals(
+    page: Browser, stack: Stack
+) -> None:
+    approval = await stack.request(TWO_PERSON, {"order_id": "o-5003", "reason": "fraud"})
+    await stack.seen_by_inbox(approval.id)
+    await page.sign_in(human_token("bob"), "bob")
+    await page.open(f"/approvals/{approval.id}")
+    assert await page.text("#quorum-progress") == "0 of 2 approvals"
+    assert await page.script("return document.getElementById('grant-box')") is None
+    await page.click("#approve")
+    await page.wait_text("#quorum-progress", "1 of 2 approvals")
+    assert await page.text("#status") == "pending"
+    assert await page.text("#approved-by") == "approved by bob (test-idp)"
+    assert "still needed: one approver each holding admin" in await page.text("#roles-needed")
+    assert "You approved this already" in await page.text("#you-approved")
+    await page.sign_in(human_token("root"), "root")
+    await page.open(f"/approvals/{approval.id}")
+    assert await page.text("#quorum-progress") == "1 of 2 approvals"
+    await page.click("#approve")
+    await page.wait_text("#status", "approved")
+    assert await page.text("#quorum-progress") == "2 of 2 approvals"
+    assert "bob (test-idp)" in await page.text("#approved-by")
+    assert "root (test-idp)" in await page.text("#approved-by")
 
 
 SIZES = ((390, 844), (1280, 800))

@@ -5,13 +5,18 @@ quorum progress ("1 of 2 approvals", the distinct roles still needed)."""
 
 from __future__ import annotations
 
+import asyncio
 import html
 import re
+import time
 
 import pytest
 
 from capgate.v1 import types_pb2
 from tests.inbox.inboxkit import (
+    EDITABLE,
+    ESCALATING,
+    TWO_PERSON,
     Reply,
     Stack,
     get,
@@ -172,3 +177,160 @@ async def test_grants_pages_need_a_signed_in_approver_and_unknown_grants_are_not
     assert anonymous.headers["location"].startswith("/login")
     missing = await get(stack.url + "/grants/no-such-grant", **bearer("bob"))
     assert missing.status == 404
+
+
+# -- approve with edits --------------------------------------------------------------------
+
+
+async def test_an_edit_shows_its_diff_then_approves_the_edited_input(stack: Stack) -> None:
+    approval = await stack.request(EDITABLE, {"order_id": "o-1003", "amount": 950})
+    await stack.seen_by_inbox(approval.id)
+    page = await page_of(stack, f"/approvals/{approval.id}")
+    assert 'id="edit-form"' in page.body
+    edited = '{"order_id": "o-1003", "amount": 750, "reason": "partial refund"}'
+    form = {"csrf": csrf_of(page), "input_hash": approval.input_hash, "note": "Only 750."}
+    url = stack.url + f"/approvals/{approval.id}/edit"
+    preview = await post_form(
+        url, form | {"edited_input": edited, "action": "preview"}, **bearer("bob")
+    )
+    assert preview.status == 200, preview.body[:800]
+    diff = element(preview, "edit-diff")
+    assert "replace /amount 950 750" in diff
+    assert 'replace /reason "unspecified" "partial refund"' in diff
+    assert (await stack.approval(approval.id)).status == PENDING  # a preview decides nothing
+
+    done = await post_form(
+        url, form | {"edited_input": edited, "action": "approve"}, **bearer("bob")
+    )
+    assert done.status == 303, done.body[:1500]
+    recorded = await stack.approval(approval.id)
+    assert recorded.status == APPROVED
+    assert recorded.edited
+    assert recorded.original_input_hash == approval.input_hash
+    assert recorded.input_hash != approval.input_hash
+    shown = await page_of(stack, f"/approvals/{approval.id}")
+    assert element(shown, "edited-by") == "bob (test-idp)"
+    patch = element(shown, "edit-patch")
+    assert "replace /amount 750" in patch
+    assert element(shown, "original-hash") == approval.input_hash
+    resumed = await stack.resume(approval.id)
+    assert resumed.WhichOneof("outcome") == "completed", str(resumed.failed)[:600]
+    assert resumed.edited
+
+
+async def test_edits_the_gateway_or_the_inbox_refuses_decide_nothing(stack: Stack) -> None:
+    approval = await stack.request(EDITABLE, {"order_id": "o-4202", "amount": 960})
+    await stack.seen_by_inbox(approval.id)
+    page = await page_of(stack, f"/approvals/{approval.id}")
+    form = {"csrf": csrf_of(page), "input_hash": approval.input_hash, "action": "approve"}
+    url = stack.url + f"/approvals/{approval.id}/edit"
+    bad_json = await post_form(url, form | {"edited_input": '{"amount": 7'}, **bearer("bob"))
+    assert bad_json.status == 400
+    assert "not JSON" in element(bad_json, "edit-problem")
+    assert "line 1, column" in element(bad_json, "edit-problem")
+    unchanged = '{"order_id": "o-4202", "amount": 960, "reason": "unspecified"}'
+    same = await post_form(url, form | {"edited_input": unchanged}, **bearer("bob"))
+    assert same.status == 400
+    assert "Nothing was changed" in element(same, "edit-problem")
+    # Invalid for the capability's schema: the gateway's refusal, and the typed text is kept.
+    invalid = '{"order_id": "o-4202", "amount": -5}'
+    refused = await post_form(url, form | {"edited_input": invalid}, **bearer("bob"))
+    assert refused.status == 409, refused.body[:800]
+    assert "INPUT_INVALID" in element(refused, "refusal")
+    assert "&#34;amount&#34;: -5" in refused.body
+    assert (await stack.approval(approval.id)).status == PENDING
+
+
+async def test_a_capability_without_edits_refuses_one_and_the_form_goes_away(
+    stack: Stack,
+) -> None:
+    first = await stack.request("orders.cancel", {"order_id": "o-4203", "reason": "duplicate"})
+    await stack.seen_by_inbox(first.id)
+    page = await page_of(stack, f"/approvals/{first.id}")
+    assert 'id="edit-form"' in page.body  # not known yet: offered
+    form = {
+        "csrf": csrf_of(page),
+        "input_hash": first.input_hash,
+        "action": "approve",
+        "edited_input": '{"order_id": "o-4204", "reason": "duplicate"}',
+    }
+    refused = await post_form(stack.url + f"/approvals/{first.id}/edit", form, **bearer("bob"))
+    assert refused.status == 403, refused.body[:800]
+    assert "cannot be edited" in element(refused, "refusal")
+    assert (await stack.approval(first.id)).status == PENDING
+    second = await stack.request("orders.cancel", {"order_id": "o-4205", "reason": "late"})
+    await stack.seen_by_inbox(second.id)
+    assert 'id="edit-form"' not in (await page_of(stack, f"/approvals/{second.id}")).body
+
+
+# -- quorum ----------------------------------------------------------------------------------
+
+
+async def test_quorum_progress_after_the_first_of_two_approvals(stack: Stack) -> None:
+    approval = await stack.request(TWO_PERSON, {"order_id": "o-4301", "reason": "fraud"})
+    await stack.seen_by_inbox(approval.id)
+    before = await page_of(stack, f"/approvals/{approval.id}")
+    assert element(before, "quorum-progress") == "0 of 2 approvals"
+    assert "still needed: one approver each holding admin, manager" in element(
+        before, "roles-needed"
+    )
+    assert 'id="grant-form"' not in before.body  # a grant never stands in for two people
+    form = {"csrf": csrf_of(before), "input_hash": approval.input_hash, "verdict": "approve"}
+    url = stack.url + f"/approvals/{approval.id}/decide"
+    assert (await post_form(url, form, **bearer("bob"))).status == 303
+    await stack.seen_by_inbox(approval.id)  # still pending, one vote in
+    after = await page_of(stack, f"/approvals/{approval.id}")
+    assert element(after, "status") == "pending"
+    assert element(after, "quorum-progress") == "1 of 2 approvals"
+    assert element(after, "approved-by") == "approved by bob (test-idp)"
+    assert "still needed: one approver each holding admin" in element(after, "roles-needed")
+    assert "You approved this already" in element(after, "you-approved")
+    listed = await page_of(stack, "/")
+    row = re.search(rf'data-approval-id="{approval.id}".*?</tr>', listed.body, re.S)
+    assert row and "1 of 2 approvals" in row.group(0)
+    # Another manager without admin cannot help: the gateway names what is missing.
+    carol_page = await page_of(stack, f"/approvals/{approval.id}", "carol")
+    carol = await post_form(url, form | {"csrf": csrf_of(carol_page)}, **bearer("carol"))
+    assert carol.status == 403
+    assert "admin" in element(carol, "refusal")
+    # The admin completes it.
+    root_page = await page_of(stack, f"/approvals/{approval.id}", "root")
+    assert (
+        await post_form(url, form | {"csrf": csrf_of(root_page)}, **bearer("root"))
+    ).status == 303
+    done = await page_of(stack, f"/approvals/{approval.id}")
+    assert element(done, "status") == "approved"
+    assert element(done, "quorum-progress") == "2 of 2 approvals"
+
+
+# -- escalation ------------------------------------------------------------------------------
+
+
+async def escalated_in_inbox(stack: Stack, approval_id: str, within_s: float = 5.0) -> None:
+    async with asyncio.timeout(within_s):
+        while True:
+            found = stack.inbox.inbox.book.get(approval_id)
+            if found is not None and found.HasField("escalated_at"):
+                return
+            await asyncio.sleep(0.02)
+
+
+async def test_an_escalated_approval_reaches_the_escalation_roles(stack: Stack) -> None:
+    approval = await stack.request(ESCALATING, {"order_id": "o-4401", "reason": "stale"})
+    await stack.seen_by_inbox(approval.id)
+    due = await page_of(stack, f"/approvals/{approval.id}")  # bob: an approver
+    assert element(due, "escalation").startswith("escalates")
+    assert "from then on admin may decide too" in element(due, "escalation")
+    # root holds admin but not approver: not for root yet.
+    assert (await get(stack.url + f"/approvals/{approval.id}", **bearer("root"))).status == 404
+    store = stack.gw.runtime.approvals
+    assert store is not None
+    assert await store.escalate_sweep(time.time() + 120) >= 1  # as if a minute had passed
+    await escalated_in_inbox(stack, approval.id)
+    page = await page_of(stack, f"/approvals/{approval.id}", "root")
+    assert element(page, "escalation").startswith("escalated")
+    assert 'id="approve"' in page.body
+    form = {"csrf": csrf_of(page), "input_hash": approval.input_hash, "verdict": "approve"}
+    url = stack.url + f"/approvals/{approval.id}/decide"
+    assert (await post_form(url, form, **bearer("root"))).status == 303
+    assert (await stack.approval(approval.id)).status == APPROVED
