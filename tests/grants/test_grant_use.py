@@ -18,6 +18,7 @@ import orjson
 import pytest
 
 from capgate.v1 import gateway_pb2, types_pb2
+from gateway.model import Actor
 from gateway.state.approvals.grants import GrantRecord, GrantStatus, RedisGrantStore
 from tests.gateway.harness import Env, terminal_events
 from tests.grants.conftest import ALICE, Claims, Clock, new_grant, outcome
@@ -69,6 +70,22 @@ async def test_a_grant_covers_a_require_approval_call(env: Env, claims: Claims) 
     assert terminal["event"] == "capability.completed" and terminal["grant_id"] == grant.id
     assert "grant_released" not in terminal
     assert "input" not in used and "damaged" not in orjson.dumps(used).decode()  # no input
+
+
+async def test_a_role_grant_never_covers_its_own_creators_calls(env: Env) -> None:
+    """SI-4 for grants: alice holds the approver roles and the role the grant covers; her own
+    grant for every `agent` covers nothing of hers (another agent's calls would be covered)."""
+    creator = Actor(
+        id="alice", kind="user", issuer="test-idp", roles=("agent", "approver", "finance")
+    )
+    grant = await make(env, actor=None, role="agent", created_by=creator)
+    result = await env.invoke("pay.refund", REFUND)
+    assert outcome(result) == "approval_required"
+    assert not result.grant_id
+    assert await uses(env, grant) == 0
+    other = await make(env, actor=None, role="agent")  # made by fiona: covers alice
+    covered = await env.invoke("pay.refund", REFUND)
+    assert outcome(covered) == "completed" and covered.grant_id == other.id
 
 
 async def test_a_call_outside_the_constraint_still_needs_approval(env: Env) -> None:

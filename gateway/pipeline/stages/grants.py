@@ -67,11 +67,17 @@ def grantable(need: GateRequirement) -> bool:
 
 def _matches(call: Call, grant: GrantSpec, roles: Sequence[str]) -> tuple[bool, float | None]:
     """(covered, amount) of one candidate for this call: its creator held the requirement's
-    roles, its constraint holds on the call's input, and its amount (when it has a total) is a
-    finite number >= 0. Nothing here reads Redis."""
+    roles and is not the caller (with `approvals.reject_self_approval`), its constraint holds
+    on the call's input, and its amount (when it has a total) is a finite number >= 0.
+    Nothing here reads Redis."""
     assert call.actor is not None
     if not set(roles) <= set(grant.approver_roles):
         return False, None
+    if (
+        call.snapshot.settings.approvals.reject_self_approval
+        and grant.creator == call.actor.identity
+    ):
+        return False, None  # SI-4: a role grant never covers its own creator's calls
     exprs = _exprs(call, grant)
     if exprs is None or not exprs.covers(call.input, call.actor.as_policy_value()):
         return False, None

@@ -127,10 +127,16 @@ class GrantSpec:
     max_total: float
     approver_roles: tuple[str, ...]
     creator_id: str
+    creator_issuer: str = ""
 
     @property
     def what(self) -> str:
         return self.capability_id or self.tag
+
+    @property
+    def creator(self) -> tuple[str, str]:
+        """The creator's identity (issuer, id), as `Actor.identity` is."""
+        return (self.creator_issuer, self.creator_id)
 
 
 def spec_json(record: GrantRecord) -> bytes:
@@ -145,6 +151,7 @@ def spec_json(record: GrantRecord) -> bytes:
             "mt": record.max_total,
             "r": list(record.approver_roles),
             "by": record.created_by.id,
+            "bi": record.created_by.issuer,
         }
     )
 
@@ -162,6 +169,7 @@ def spec_from(grant_id: str, raw: bytes) -> GrantSpec:
         max_total=float(data["mt"]),
         approver_roles=tuple(data["r"]),
         creator_id=data["by"],
+        creator_issuer=data.get("bi", ""),
     )
 
 
