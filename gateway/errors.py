@@ -131,6 +131,11 @@ TABLE: Final[dict[Code, Spec]] = {
                 "(docs/upstreams.md); the issue names the field",
             ),
             Other("The request fields {name} and {name} are invalid.", "both of them"),
+            Other(
+                "{the grant request's problem}",
+                'CreateGrant refused a field (docs/approvals.md "Grants"), e.g. `constraint 1:15:'
+                " Syntax error ...` at the expression's line:column; the issue names the field",
+            ),
         ),
     ),
     Code.UNAUTHENTICATED: Spec(
@@ -178,7 +183,17 @@ TABLE: Final[dict[Code, Spec]] = {
         "approval", False, False, "The approved input does not match.", _F
     ),
     Code.APPROVAL_SELF_APPROVAL: Spec(
-        "approval", False, True, "An approval cannot be decided by its requester.", _F
+        "approval",
+        False,
+        True,
+        "An approval cannot be decided by its requester.",
+        _F,
+        others=(
+            Other(
+                "A grant cannot cover its own creator's calls (SI-4).",
+                'CreateGrant for the creator as the actor (docs/approvals.md "Grants")',
+            ),
+        ),
     ),
     Code.APPROVAL_ALREADY_DECIDED: Spec(
         "approval", False, True, "The approval was already decided.", _F
@@ -237,6 +252,22 @@ TABLE: Final[dict[Code, Spec]] = {
                 "This approval still needs approvers holding: {the missing roles}.",
                 "a quorum vote that cannot help cover the requirement's distinct roles"
                 " (docs/approvals.md)",
+            ),
+            Other(
+                "Creating a grant needs an authenticated approver.",
+                "CreateGrant by an anonymous caller",
+            ),
+            Other(
+                "Only an approver of the approval may create a grant from it.",
+                "CreateGrant from_approval_id by someone lacking the approval's approver roles",
+            ),
+            Other(
+                "Only the grant's creator or an approver holding its roles may revoke it.",
+                "RevokeGrant by anyone else",
+            ),
+            Other(
+                "Creating this grant needs the approver roles: {the missing roles}.",
+                "the creator lacks a role that approvals of the covered calls need",
             ),
             Other(
                 "This capability's approvals cannot be edited.",

@@ -44,6 +44,10 @@ PASSTHROUGHS: dict[tuple[str, str], tuple[Code, str]] = {
         Code.EXECUTION_FAILED,
         "{the upstream's public message}",
     ),
+    ("gateway/transport/admin/grants.py", "message"): (
+        Code.INPUT_INVALID,
+        "{the grant request's problem}",
+    ),
     ("gateway/upstream/mcpcall.py", "public_text(' '.join(texts))"): (
         Code.EXECUTION_FAILED,
         "{the upstream's public message}",

@@ -85,16 +85,13 @@ def grant_to_proto(record: GrantRecord) -> types_pb2.Grant:
 
 
 def _invalid(path: str, message: str) -> CapabilityError:
+    """A refused grant request: the problem is the public message and its field's issue."""
     return CapabilityError(
         Code.INPUT_INVALID,
         message=message,
         reason=f"grant refused: {path}",
         issues=(InputIssue(path, message),),
     )
-
-
-def _forbidden(message: str, reason: str) -> CapabilityError:
-    return CapabilityError(Code.FORBIDDEN, message=message, reason=reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +152,11 @@ class GrantAdmin:
         self, approver: Actor, via: Actor | None, request: admin_pb2.CreateGrantRequest
     ) -> GrantRecord:
         if approver.anonymous:
-            raise _forbidden("Creating a grant needs an authenticated approver.", "anonymous")
+            raise CapabilityError(
+                Code.FORBIDDEN,
+                message="Creating a grant needs an authenticated approver.",
+                reason="anonymous",
+            )
         store = self._store()
         _check_sizes(request)
         snapshot = self._snapshot()
@@ -218,9 +219,10 @@ class GrantAdmin:
                 "from_approval_id", f"the approval is {found.status.value}, not pending or approved"
             )
         if not set(found.approver_roles) <= set(approver.roles):
-            raise _forbidden(
-                "Only an approver of the approval may create a grant from it.",
-                "grant from an approval the creator may not decide",
+            raise CapabilityError(
+                Code.FORBIDDEN,
+                message="Only an approver of the approval may create a grant from it.",
+                reason="grant from an approval the creator may not decide",
             )
         if whom is None and not role:
             whom = found.requester
@@ -281,9 +283,11 @@ class GrantAdmin:
             if found is None or not self._visible(approver)(found):
                 raise CapabilityError(Code.APPROVAL_NOT_FOUND, reason="unknown or unseen grant")
             if not self._may_revoke(approver, found):
-                raise _forbidden(
-                    "Only the grant's creator or an approver holding its roles may revoke it.",
-                    "revoke by a non-approver",
+                raise CapabilityError(
+                    Code.FORBIDDEN,
+                    message="Only the grant's creator or an approver holding its roles may revoke"
+                    " it.",
+                    reason="revoke by a non-approver",
                 )
             record = await store.revoke(found.id, by=approver, via=via, note=request.note)
         except CapabilityError as err:
@@ -412,9 +416,10 @@ def _check_roles(snapshot: Snapshot, scope: _Scope, approver: Actor, default_rol
             needed.update(spec.roles if spec is not None else (default_role,))
     missing = sorted(needed - set(approver.roles))
     if missing:
-        raise _forbidden(
-            f"Creating this grant needs the approver roles: {', '.join(missing)}.",
-            "grant creator lacks approver roles",
+        raise CapabilityError(
+            Code.FORBIDDEN,
+            message=f"Creating this grant needs the approver roles: {', '.join(missing)}.",
+            reason="grant creator lacks approver roles",
         )
 
 
