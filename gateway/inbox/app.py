@@ -57,8 +57,8 @@ from gateway.inbox.web import (
     templates,
 )
 from gateway.state.connections import connect
-from gateway.values.redact import MASK
 from gateway.transport.auth.base import AuthenticationFailed
+from gateway.values.redact import MASK
 
 log = logging.getLogger("capgate.inbox")
 SSE_KEEPALIVE_S: Final = 15.0

@@ -213,6 +213,9 @@ async def test_an_edit_shows_its_diff_then_approves_the_edited_input(stack: Stac
     patch = element(shown, "edit-patch")
     assert "replace /amount 750" in patch
     assert element(shown, "original-hash") == approval.input_hash
+    history = await page_of(stack, "/history")
+    row = re.search(rf'data-approval-id="{approval.id}".*?</tr>', history.body, re.S)
+    assert row and '<span class="tag edited">edited</span>' in row.group(0)
     resumed = await stack.resume(approval.id)
     assert resumed.WhichOneof("outcome") == "completed", str(resumed.failed)[:600]
     assert resumed.edited
