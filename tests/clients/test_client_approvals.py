@@ -130,6 +130,10 @@ async def test_a_two_person_approval_shows_its_progress(
     assert isinstance(asked, ApprovalRequired), asked
     pending = asked.approval
     assert (pending.quorum, pending.approvals_received, pending.progress) == (2, 0, "0 of 2")
+    # Escalation is planned at creation (30 minutes later, to admins) and has not happened.
+    assert pending.created_at is not None and pending.escalated_at is None
+    assert pending.escalate_at == pending.created_at + timedelta(minutes=30)
+    assert pending.escalation_roles == ("admin",)
 
     half = await bob.approve(pending.id, pending.input_hash)
     assert half.status is ApprovalStatus.PENDING and half.progress == "1 of 2"

@@ -115,6 +115,11 @@ func TestQuorumApprovalShowsProgress(t *testing.T) {
 	if a.Quorum != 2 || a.ApprovalsReceived != 0 || a.Progress() != "0 of 2" {
 		t.Fatalf("a new two-person approval: %+v", a)
 	}
+	// Escalation is planned at creation (30 minutes later, to admins) and has not happened.
+	if !a.EscalateAt.Equal(a.CreatedAt.Add(30*time.Minute)) || !a.EscalatedAt.IsZero() ||
+		!reflect.DeepEqual(a.EscalationRoles, []string{"admin"}) {
+		t.Fatalf("escalation of a new approval: at %v, escalated %v, roles %v", a.EscalateAt, a.EscalatedAt, a.EscalationRoles)
+	}
 	approve := &capgatev1.DecideApprovalRequest{ApprovalId: a.ID, Verdict: capgatev1.Verdict_VERDICT_APPROVE, InputHash: a.InputHash}
 	decide(t, bob, approve)
 	half, err := c.GetApproval(timeout(t, 10*time.Second), a.ID)

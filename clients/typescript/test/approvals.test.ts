@@ -105,6 +105,10 @@ describe("issue 28 approvals against the shared stack", () => {
     const pending = asked.approval;
     assert.equal(pending.quorum, 2);
     assert.equal(approvalProgress(pending), "0 of 2");
+    // Escalation is planned at creation (30 minutes later, to admins) and has not happened.
+    assert.equal(pending.escalateAt!.getTime() - pending.createdAt!.getTime(), 30 * 60_000);
+    assert.equal(pending.escalatedAt, undefined);
+    assert.deepEqual(pending.escalationRoles, ["admin"]);
 
     const half = await bob.approve(pending.id, pending.inputHash);
     assert.equal(half.status, "PENDING");

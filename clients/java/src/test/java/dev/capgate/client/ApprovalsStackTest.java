@@ -151,6 +151,10 @@ class ApprovalsStackTest {
     Approval a = assertInstanceOf(Outcome.ApprovalRequired.class, r.outcome()).approval();
     assertEquals(2, a.quorum());
     assertEquals("0 of 2", a.progress());
+    // Escalation is planned at creation (30 minutes later, to admins) and has not happened.
+    assertEquals(a.createdAt().plus(java.time.Duration.ofMinutes(30)), a.escalateAt());
+    assertEquals(null, a.escalatedAt());
+    assertEquals(List.of("admin"), a.escalationRoles());
 
     decide("bob", approve(a).build());
     Approval half = alice().getApproval(a.id());
