@@ -104,12 +104,34 @@ def _status(approval: types_pb2.Approval) -> str:
 
 
 def _table(approvals: Sequence[types_pb2.Approval], out: TextIO) -> None:
-    rows = [("ID", "CAPABILITY", "STATUS", "REQUESTER", "EXPIRES", "HASH")]
+    rows = [("ID", "CAPABILITY", "STATUS", "REQUESTER", "EXPIRES", "HASH", "APPROVALS")]
     rows += [
-        (a.id, a.capability_id, _status(a), a.requester.id, _time(a.expires_at), a.input_hash[:12])
+        (
+            a.id,
+            a.capability_id,
+            _status(a),
+            a.requester.id,
+            _time(a.expires_at),
+            a.input_hash[:12],
+            _progress(a),
+        )
         for a in approvals
     ]
     print_table(rows, out)
+
+
+def _progress(a: types_pb2.Approval) -> str:
+    """Quorum progress, "1 of 2": approvals counted for the current input of those needed."""
+    return f"{a.approvals_received} of {max(a.quorum, 1)}"
+
+
+def _escalation(a: types_pb2.Approval) -> str:
+    if not a.escalation_roles:
+        return "-"
+    roles = ", ".join(a.escalation_roles)
+    if a.HasField("escalated_at"):
+        return f"escalated {_time(a.escalated_at)}: {roles} may decide too"
+    return f"at {_time(a.escalate_at)} to {roles}"
 
 
 def _details(a: types_pb2.Approval, out: TextIO) -> None:
@@ -120,6 +142,10 @@ def _details(a: types_pb2.Approval, out: TextIO) -> None:
         ("surface", a.surface),
         ("requester", _who(a.requester)),
         ("approvers must hold", ", ".join(a.approvers.roles)),
+        ("approvals", _progress(a)),
+        ("approved by", ", ".join(_who(v) for v in a.approved_by) or "-"),
+        ("distinct roles", ", ".join(a.distinct_roles) or "-"),
+        ("escalation", _escalation(a)),
         ("risk", a.risk),
         ("side effect", a.side_effect),
         ("reasons", "; ".join(a.reasons)),

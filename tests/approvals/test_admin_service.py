@@ -258,8 +258,17 @@ async def test_cli_lists_shows_and_approves(
     record = await store.create(new_record(clock, value={"order": "o-7", "card": "4111"}))
     assert await _cli(address, BOB, "list") == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].split() == ["ID", "CAPABILITY", "STATUS", "REQUESTER", "EXPIRES", "HASH"]
+    assert table[0].split() == [
+        "ID",
+        "CAPABILITY",
+        "STATUS",
+        "REQUESTER",
+        "EXPIRES",
+        "HASH",
+        "APPROVALS",
+    ]
     assert table[1].split()[:4] == [record.id, "orders.refund", "pending", "alice"]
+    assert table[1].split()[-3:] == ["0", "of", "1"]
     assert await _cli(address, BOB, "show", record.id) == 0
     details = capsys.readouterr().out
     assert f"input hash:          {record.input_hash}" in details

@@ -15,9 +15,11 @@ import pytest
 from capgate.v1 import admin_pb2, gateway_pb2, types_pb2
 from gateway.audit.notify import verify
 from gateway.audit.sinks import MemorySink
+from gateway.cli.approvals import main as cli
 from gateway.process.serve import start
 from gateway.state.approvals.records import ApprovalRecord, Status
 from tests.gateway.harness import Env, token
+from tests.mcp.mcpkit import McpEnv
 from tests.notify.notifykit import Receiver
 from tests.quorum.conftest import HOOK_SECRET
 
@@ -257,3 +259,41 @@ async def test_escalation_lets_managers_decide_once_and_notifies_the_webhook(
         signature=hook.headers["x-capgate-signature"],
         now=time.time(),
     )
+
+
+async def test_the_cli_and_the_mcp_approval_tool_show_the_progress(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mcp = McpEnv(gw=env.gw, audit=env.audit, orders_address=env.orders_address)
+    async with mcp.client() as client:
+        asked = await client.call_tool("pay_refund", ASKED)
+        assert asked.structured_content is not None, asked
+        approval_id = asked.structured_content["approval_id"]
+        assert asked.structured_content["quorum"] == 2
+        record = await stored(env, approval_id)
+        approval = types_pb2.Approval(id=approval_id, input_hash=record.input_hash)
+        await decide(env, approval, admin_as("bob", "approver"))
+        status = await client.call_tool(
+            "capgate_approval_status", {"approval_id": approval_id, "resume": False}
+        )
+    assert status.structured_content is not None
+    progress = status.structured_content
+    assert (progress["status"], progress["quorum"], progress["approvals_received"]) == (
+        "pending",
+        2,
+        1,
+    )
+    texts = [c.text for c in status.content]  # type: ignore[union-attr]
+    assert any("Approvals: 1 of 2." in t for t in texts)
+    admin = f"127.0.0.1:{env.port('admin')}"
+    bearer = token("bob", audience="capgate-admin", sub="carol", roles=["approver"])
+    base = ["--admin", admin, "--insecure", "--token", bearer]
+    assert await asyncio.to_thread(cli, [*base, "list"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[-1] == "APPROVALS"
+    (row,) = [line for line in table if line.startswith(approval_id)]
+    assert row.split()[-3:] == ["1", "of", "2"]
+    assert await asyncio.to_thread(cli, [*base, "show", approval_id]) == 0
+    shown = capsys.readouterr().out
+    assert "approvals:           1 of 2\n" in shown
+    assert "approved by:         bob (test-idp)\n" in shown

@@ -10,6 +10,8 @@ Results (DESIGN §12, ADR 0010):
 - an approver's edit (ADR 0040): the approval status says `edited` with the RFC 6902 `patch`
   (after `redact.approval_input`); a resumed call that ran the edited input says so in its text
   and in `_meta` (`dev.capgate/edited`, `dev.capgate/patch`), its output left as it is;
+- a quorum of approvers: the approval status says `quorum` and `approvals_received` ("1 of 2"
+  in the text while pending);
 - CAPABILITY_NOT_FOUND is not a result: the caller gets the same -32602 as for an unknown tool
   (SI-8), which `call_result` signals by raising `UNKNOWN_TOOL`.
 No tool declares an `outputSchema`: an approval-required result could not conform to it.
@@ -171,6 +173,11 @@ def approval_result(
     }
     if approval.message:
         structured["message"] = approval.message
+    if approval.quorum > 1:  # several approvers sign (docs/approvals.md, Quorum)
+        structured["quorum"] = approval.quorum
+        structured["approvals_received"] = approval.approvals_received
+        if status == "pending":
+            text += f" Approvals: {approval.approvals_received} of {approval.quorum}."
     if approval.edited:
         structured["edited"] = True
         structured["patch"] = orjson.loads(approval.patch_json or "[]")
