@@ -11,6 +11,11 @@ Timeouts are bounded on purpose (connect 1 s, each operation 2 s) and retries ar
 outage must turn into a quick, retryable APPROVAL_UNAVAILABLE for approval-gated calls, not a
 request that hangs until the caller's deadline (DESIGN §7). `mapped_errors()` is the one place
 that decides which redis-py exceptions mean "Redis is unavailable".
+
+Connections: a process opens at most `MAX_CONNECTIONS` to one Redis (per node for Cluster).
+redis-py's pool refuses a command outright when all of its 100 are busy; on a standalone Redis
+(the common shape, and the embedded one) the gateway's pool makes it wait for a free connection
+instead, at most the operation timeout, so a burst of calls is slowed, not refused.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any, Final, TypeAlias
 from urllib.parse import unquote, urlsplit
 
 from redis import exceptions as rexc
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
 from redis.asyncio.retry import Retry
@@ -38,6 +43,7 @@ RedisPipeline: TypeAlias = Pipeline | ClusterPipeline
 CONNECT_TIMEOUT_S: Final = 1.0
 OPERATION_TIMEOUT_S: Final = 2.0
 HEALTH_CHECK_INTERVAL_S: Final = 15
+MAX_CONNECTIONS: Final = 512
 # One quick retry absorbs a dropped pooled connection (Redis restarted, idle socket closed by a
 # proxy); more would only delay the retryable error the caller is better served by.
 _RETRIES: Final = 1
@@ -147,7 +153,12 @@ def _sentinel(target: _Target, tls: bool) -> Redis:
         list(target.hosts), sentinel_kwargs=sentinel_kwargs, **_common()
     )
     master: Redis = sentinel.master_for(
-        service, db=db, username=target.username, password=target.password, ssl=tls
+        service,
+        db=db,
+        username=target.username,
+        password=target.password,
+        ssl=tls,
+        max_connections=MAX_CONNECTIONS,
     )
     return master
 
@@ -163,6 +174,7 @@ def _cluster(target: _Target, tls: bool) -> RedisCluster:
         password=target.password,
         ssl=tls,
         require_full_coverage=True,
+        max_connections=MAX_CONNECTIONS,
         **_common(),
     )
 
@@ -178,7 +190,11 @@ def connect(settings: RedisSettings) -> RedisClient:
         raise ValueError("redis.url is not set (the embedded server provides one when started)")
     target = _parse(url)
     if target.scheme in {"redis", "rediss", "unix"}:
-        client: Redis = Redis.from_url(url, **_common())
+        pool = BlockingConnectionPool.from_url(
+            url, max_connections=MAX_CONNECTIONS, timeout=OPERATION_TIMEOUT_S, **_common()
+        )
+        client: Redis = Redis(connection_pool=pool)
+        client.auto_close_connection_pool = True  # closing the client closes its pool
         return client
     if target.scheme in {"redis+sentinel", "rediss+sentinel"}:
         return _sentinel(target, tls=target.scheme.startswith("rediss"))
