@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from google.protobuf import duration_pb2
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from capgate.v1 import admin_pb2, admin_pb2_grpc, types_pb2
@@ -84,6 +85,25 @@ async def clear_pending(stack: Stack) -> None:
                 ),
                 metadata=md,
             )
+
+
+async def grant_from(stack: Stack, approval: types_pb2.Approval, constraint: str) -> str:
+    """A standing grant bob makes from `approval` for 8 hours (ApprovalAdmin, not the page)."""
+    async with await stack._channel("admin") as channel:
+        stub = admin_pb2_grpc.ApprovalAdminStub(channel)
+        md = [("authorization", f"Bearer {token('bob', audience='capgate-admin')}")]
+        reply = await stub.CreateGrant(
+            admin_pb2.CreateGrantRequest(
+                from_approval_id=approval.id,
+                expires_in=duration_pb2.Duration(seconds=8 * 3600),
+                max_uses=20,
+                constraint=constraint,
+                note="Refunds of this order today.",
+            ),
+            metadata=md,
+        )
+    assert not reply.HasField("error"), reply.error
+    return str(reply.grant.id)
 
 
 async def test_the_inbox_lists_pending_approvals_and_saves_the_screenshot(
@@ -655,9 +675,9 @@ async def test_every_page_fits_a_phone_and_a_desktop(page: Browser, stack: Stack
 async def test_screenshots_of_every_page_on_a_desktop_and_a_phone(
     page: Browser, stack: Stack
 ) -> None:
-    """docs/img/inbox-{desktop,mobile}-{list,detail,history}.png."""
+    """docs/img/inbox-{desktop,mobile}-{list,detail,history,grants}.png."""
     await clear_pending(stack)
-    await stack.request_refund(2400, "o-1002", actor="carol")
+    carols = await stack.request_refund(2400, "o-1002", actor="carol")
     purge = await stack.request(
         "admin.orders.purge", {"older_than_days": 90}, actor="root", sub="ops-bot", roles=["admin"]
     )
@@ -679,6 +699,7 @@ async def test_screenshots_of_every_page_on_a_desktop_and_a_phone(
     rejected = await stack.request_refund(1200, "o-1005")
     for approval in (purge, bulk, rejected):
         await stack.seen_by_inbox(approval.id)
+    await grant_from(stack, carols, 'input.amount <= 2500.0 && input.order_id == "o-1002"')
     await page.sign_in(human_token("root"), "root")
     await page.open(f"/approvals/{rejected.id}")
     await page.type("#note", "Outside the refund window.")
@@ -701,5 +722,13 @@ async def test_screenshots_of_every_page_on_a_desktop_and_a_phone(
                 shot = SHOTS / f"inbox-{device}-{name}.png"
                 assert await page.do(page.driver.save_screenshot, str(shot))
                 assert shot.stat().st_size > 10_000
+        # The grant is bob's (root lacks its approver role, so does not see it).
+        await page.sign_in(human_token("bob"), "bob")
+        for device, (width, height) in zip(("mobile", "desktop"), SIZES, strict=True):
+            await page.open("/grants")
+            await fits(page, width, height, "#grants")
+            shot = SHOTS / f"inbox-{device}-grants.png"
+            assert await page.do(page.driver.save_screenshot, str(shot))
+            assert shot.stat().st_size > 10_000
     finally:
         await page.do(page.driver.execute_cdp_cmd, "Emulation.clearDeviceMetricsOverride", {})
