@@ -167,9 +167,14 @@ async def _sync(
 
 
 def _stale(
-    seen: dict[str, ApprovalRecord], pending_only: bool, id_of: Callable[[str], str]
+    seen: dict[str, ApprovalRecord],
+    pending_only: bool,
+    id_of: Callable[[str], str],
+    examined: Collection[str],
 ) -> Callable[[str], bool]:
     def wrong(member: str) -> bool:
+        if id_of(member) not in examined:
+            return False  # indexed after the records were loaded: a create in flight, kept
         record = seen.get(id_of(member))
         return record is None or (pending_only and record.status != Status.PENDING)
 
@@ -246,7 +251,7 @@ async def reconcile(
         rows = await redis.zrange(index, 0, -1)
         ids = [target.id_of(_text(m)) for m in rows if _text(m) not in target.desired]
         now_seen = await load(ids) if ids else {}
-        stale = _stale(now_seen, target.pending_only, target.id_of)
+        stale = _stale(now_seen, target.pending_only, target.id_of, frozenset(ids))
         a, r = await _sync(redis, index, target.desired, stale)
         added += a
         removed += r
