@@ -35,7 +35,7 @@ def _check_sections(ctx: Ctx) -> None:
     if audit.get("strict") is True and isinstance(sinks, list) and not sinks:
         # Seed 001 stage 10: no audit record, no execution. With no sink a strict write would
         # have nowhere to land; webhook notifications are no record (they carry only
-        # capability.approval_requested).
+        # capability.approval_requested and .approval_escalated).
         ctx.fail(
             ("audit", "strict"),
             "strict audit needs a sink in audit.sinks (webhook notifications keep no record)",

@@ -161,7 +161,8 @@ class TelemetrySettings:
 
 @dataclass(frozen=True, slots=True)
 class Webhook:
-    """One notification endpoint for `capability.approval_requested` (never carries input, §12)."""
+    """One notification endpoint for `capability.approval_requested` and `.approval_escalated`
+    (never carries input, §12)."""
 
     name: str
     # repr=False: a Slack incoming-webhook URL is itself a credential.
