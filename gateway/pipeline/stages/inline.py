@@ -1,7 +1,8 @@
 """Stage 8, inline mode (issue 4 item 4): the capability names an upstream implementing
 `capgate.v1.Approver`, called synchronously within the call's deadline. No answer, an error, a
-refusal, an approver who is the requester (SI-4) or who lacks a required role: rejected — fail
-closed. An approval granted inline binds this execution only and is never stored for reuse."""
+refusal, an approver who is the requester (SI-4) or who lacks a required role, or a requirement
+with a quorum above one (one answer is one approver): rejected — fail closed. An approval
+granted inline binds this execution only and is never stored for reuse."""
 
 from __future__ import annotations
 
@@ -71,6 +72,9 @@ async def decide_inline(call: Call, rt: Runtime, record: ApprovalRecord, stub: A
         reason = "self-approval"  # SI-4
     elif not set(record.approver_roles) <= set(approver.roles):
         reason = "approver lacks a required role"
+    elif record.quorum > 1:
+        # One answer is one approver: a quorum (docs/approvals.md) is never met inline.
+        reason = f"one approver cannot make a quorum of {record.quorum}"
     else:
         reason = ""
     if reason or approver is None:
