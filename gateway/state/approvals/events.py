@@ -35,7 +35,8 @@ class ApprovalEventRecord:
     """One event; `record` is the record as it is now (None once its retention has passed)."""
 
     event_id: str
-    type: str  # requested, approved, rejected, expired, consumed, executed
+    type: str  # requested, voted, edited, escalated, approved, rejected, expired, consumed,
+    # released, executed
     approval_id: str
     record: ApprovalRecord | None
 
