@@ -239,3 +239,26 @@ async def test_a_late_sweep_does_not_delay_escalation(
     assert done.status is Status.APPROVED and done.escalated_at == clock()
     assert await _stream(store, record.id) == ["requested", "escalated", "approved"]
     assert await store.escalate_sweep() == 0
+
+
+async def test_the_escalation_index_is_bounded_and_rebuilt(
+    store: RedisApprovalStore, clock: FakeClock
+) -> None:
+    redis = store._redis
+    keys = store.keys
+    due = dataclasses.replace(
+        new_record(clock), escalate_at=clock() + 60, escalation_roles=("manager",)
+    )
+    never = dataclasses.replace(
+        new_record(clock, expires_in=30), escalate_at=clock() + 60, escalation_roles=("manager",)
+    )
+    record = await store.create(due)
+    await store.create(never)  # escalate_at after its expiry: never indexed
+    assert [m.decode() for m in await redis.zrange(keys.escalate, 0, -1)] == [record.id]
+    assert await redis.pttl(keys.escalate) > (record.expires_at - clock()) * 1000
+    await redis.delete(keys.escalate)
+    await store.reconcile()
+    assert [m.decode() for m in await redis.zrange(keys.escalate, 0, -1)] == [record.id]
+    assert await redis.pttl(keys.escalate) > 0
+    await _approve(store, record, BOB)  # decided: it leaves the index
+    assert await redis.zcard(keys.escalate) == 0
