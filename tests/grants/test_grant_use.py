@@ -12,6 +12,7 @@ nothing and its expiry is audited once.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import orjson
@@ -235,3 +236,20 @@ async def test_a_revoked_grant_covers_nothing_at_once(env: Env) -> None:
     await store(env).revoke(grant.id, by=ALICE, via=None, note="")
     after = await env.invoke("pay.refund", REFUND)
     assert outcome(after) == "approval_required" and not after.grant_id
+
+
+async def test_a_keyed_repeat_racing_its_covered_call_takes_no_use(env: Env) -> None:
+    """ADRs 0034 and 0038: a client's retry of a keyed call that a grant covers, sent while the
+    first is still running, is answered by the journal (IDEMPOTENCY_IN_PROGRESS) before any
+    grant is tried: it takes no use, not even one it would give back."""
+    grant = await make(env, max_uses=2)
+    slow = {**REFUND, "order_id": "slow-900"}
+    first = asyncio.ensure_future(env.invoke("pay.refund", slow, idempotency_key="k-race"))
+    await asyncio.sleep(0.3)  # the first call is at the upstream, its key claimed
+    repeat = await env.invoke("pay.refund", slow, idempotency_key="k-race")
+    assert outcome(repeat) == "IDEMPOTENCY_IN_PROGRESS", repeat
+    names = [e["event"] for e in await env.events_for(repeat.execution_id)]
+    assert "approval.grant_used" not in names, names
+    assert await uses(env, grant) == 1  # the first call's use only
+    done = await first  # the book has no order "slow-900": the upstream answered NOT_FOUND
+    assert outcome(done) == "EXECUTION_FAILED" and done.grant_id == grant.id
