@@ -136,6 +136,11 @@ TABLE: Final[dict[Code, Spec]] = {
                 'CreateGrant refused a field (docs/approvals.md "Grants"), e.g. `constraint 1:15:'
                 " Syntax error ...` at the expression's line:column; the issue names the field",
             ),
+            Other(
+                "An edit cannot change a value hidden from approvers.",
+                "an approver's edit changes, adds or removes a value `redact.approval_input` hides,"
+                ' or a parent of one (docs/approvals.md "Edits"); the issue names its path',
+            ),
         ),
     ),
     Code.UNAUTHENTICATED: Spec(

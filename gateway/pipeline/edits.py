@@ -4,7 +4,8 @@ An approver who changes the input does not approve the requester's call: they ap
 one, made in the requester's name. `govern_edit` runs that call through what `Check` runs
 (`discovery.check`, ADR 0035) — stages 3-7 with the requester as the actor on the requester's
 surface: exposure and input-free hides, schema validation, the actor check, pre-hooks as a dry
-run, the invocation policies and the hooks' asks, the limits peeked without spending — and
+run, the invocation policies and the hooks' asks, the limits peeked without spending (an
+overrun of a `require-approval` budget the record does not name refused as RATE_LIMITED) — and
 answers with the input Resume would execute and the approval that call would need, or raises
 the refusal Invoke would answer (a concealed capability as the not-found answer, SI-8).
 `mark_edited` puts the edit on a resumed call's envelope.
@@ -23,7 +24,7 @@ from gateway.pipeline.stages.actor import check_actor
 from gateway.pipeline.stages.approval import GateRequirement, gate_requirement
 from gateway.pipeline.stages.exposure import check_exposure
 from gateway.pipeline.stages.hooks import merge_hook_asks, run_pre_hooks
-from gateway.pipeline.stages.limits import peek_limits
+from gateway.pipeline.stages.limits import budget_reason, peek_limits
 from gateway.pipeline.stages.policies import (
     evaluate_invocation_policies,
     hide_before_validation,
@@ -91,12 +92,25 @@ async def govern_edit(
         )
     for stage in _GOVERNANCE:
         await stage(call, rt)
+    _refuse_unapproved_overrun(call, record)
     needs = call.requirement is not None or call.prepared.capability.approval.required
     return GovernedEdit(
         input=call.input,
         input_hash=input_hash(call.input),  # APPROVAL_UNSERIALIZABLE_INPUT, as stage 8 would
         requirement=gate_requirement(call) if needs else None,
     )
+
+
+def _refuse_unapproved_overrun(call: Call, record: ApprovalRecord) -> None:
+    """RATE_LIMITED, as a `deny` budget's overrun: the edited call overruns a `require-approval`
+    budget the record's approval does not name. The record's reasons stay as requested, so its
+    Resume would refuse the overrun; the edit is refused as that call would be."""
+    assert call.prepared is not None
+    asked = call.requirement.reasons if call.requirement is not None else ()
+    budgets = {budget_reason(lim.spec.name) for lim in call.prepared.limits if lim.spec.budget}
+    over = [r for r in asked if r in budgets and r not in record.reasons]
+    if over:
+        raise CapabilityError(Code.RATE_LIMITED, reason="edit overruns an unapproved budget")
 
 
 def mark_edited(result: gateway_pb2.ExecutionResult, call: Call) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-__all__ = ["apply", "diff", "lookup", "pointer"]
+__all__ = ["apply", "diff", "lookup", "pointer", "tokens"]
 
 
 def _escape(token: str) -> str:
@@ -60,6 +60,11 @@ def _tokens(path: str) -> list[str]:
     if not path.startswith("/"):
         raise ValueError(f"not a JSON pointer: {path!r}")
     return [t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/")]
+
+
+def tokens(path: str) -> list[str]:
+    """The reference tokens of RFC 6901 pointer `path` (ValueError when it is not one)."""
+    return _tokens(path)
 
 
 def lookup(document: Any, path: str, *, default: Any) -> Any:

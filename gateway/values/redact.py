@@ -51,6 +51,20 @@ class _Compiled:
     action: str
 
 
+def _matches(parts: tuple[object, ...], tokens: Sequence[str]) -> bool:
+    """Whether the common prefix of a rule's parts and a location's tokens agrees."""
+    return all(p is _ANY or p == t for p, t in zip(parts, tokens, strict=False))
+
+
+def _named(parts: tuple[object, ...], tokens: Sequence[str]) -> tuple[str, ...]:
+    named: list[str] = []
+    for part, token in zip(parts, tokens, strict=False):
+        if part is _ANY and not token.isdigit():
+            break  # an object key a wildcard matched: say only its object
+        named.append(token)
+    return tuple(named)
+
+
 class Redactor:
     """Compiled rules; `apply` returns a redacted deep copy and never mutates its argument."""
 
@@ -75,6 +89,20 @@ class Redactor:
         for rule in self._rules:
             self._walk(out, rule.parts, rule.action)
         return out
+
+    def hidden_at(self, tokens: Sequence[str]) -> tuple[str, ...] | None:
+        """The RFC 6901 tokens of the redacted value that the location `tokens` is at or under
+        (the first rule that matches; None: no rule hides it). A wildcard that matched an
+        object key is not named: the location stops at that object, so the key stays unsaid."""
+        for rule in self._rules:
+            if len(tokens) >= len(rule.parts) and _matches(rule.parts, tokens):
+                return _named(rule.parts, tokens)
+        return None
+
+    def touches_hidden(self, tokens: Sequence[str]) -> bool:
+        """Whether the location `tokens` is at or under a redacted path, or holds one (a parent
+        of a value a rule hides): changing it would change what approvers cannot see."""
+        return any(_matches(r.parts, tokens) for r in self._rules)
 
     def _walk(self, node: Any, parts: tuple[object, ...], action: str) -> None:
         head, rest = parts[0], parts[1:]

@@ -9,7 +9,7 @@ after those rules (`shown_patch`).
 from __future__ import annotations
 
 import math
-from typing import Final
+from typing import Any, Final
 
 import orjson
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -123,18 +123,35 @@ def shown_patch(record: ApprovalRecord, redactor: Redactor | None) -> str:
 def patch_json(record: ApprovalRecord, redactor: Redactor | None) -> str:
     """The record's edit as RFC 6902 JSON Patch text, as approvers and the requester may see it:
     the operations from the requester's input to the edited one, each value written as it reads
-    in the edited input after the capability's `redact.approval_input` rules (a changed secret
-    shows as changed, never in clear; a value a rule drops shows as `REDACTED`). Empty unless
-    edited."""
+    in the edited input after the capability's `redact.approval_input` rules; a change at or
+    under a redacted path shows as one `replace` of that path with `REDACTED` (`shown_ops`).
+    Empty unless edited."""
     if not record.edited:
         return ""
     ops = jsonpatch.diff(record.original_input, record.input)
     if redactor:
-        shown = redactor.apply(record.input)
-        for op in ops:
-            if "value" in op:
-                op["value"] = jsonpatch.lookup(shown, op["path"], default=REDACTED)
+        ops = shown_ops(ops, record.input, redactor)
     return orjson.dumps(ops).decode()
+
+
+def shown_ops(ops: list[dict[str, Any]], after: Any, redactor: Redactor) -> list[dict[str, Any]]:
+    """`ops` as approvers may see them: every operation at or under a redacted path becomes one
+    `replace` at the rule's matched path with the value `REDACTED` (its keys below stay unsaid,
+    an object's keys may be secrets), once; other values as they read in `after` redacted."""
+    shown = redactor.apply(after)
+    out: list[dict[str, Any]] = []
+    hidden: set[str] = set()
+    for op in ops:
+        at = redactor.hidden_at(jsonpatch.tokens(op["path"]))
+        if at is not None:
+            path = jsonpatch.pointer([*at])
+            if path not in hidden:
+                hidden.add(path)
+                out.append({"op": "replace", "path": path, "value": REDACTED})
+            continue
+        value = {"value": jsonpatch.lookup(shown, op["path"], default=REDACTED)}
+        out.append({**op, **value} if "value" in op else op)
+    return out
 
 
 REDACTED: Final = "REDACTED"

@@ -17,18 +17,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import orjson
+
 from capgate.v1 import admin_pb2
 from gateway.errors import CapabilityError, Code, InputIssue
 from gateway.model import Actor
 from gateway.pipeline.call import Runtime
 from gateway.pipeline.edits import GovernedEdit, govern_edit
 from gateway.pipeline.snapshot import Snapshot
+from gateway.pipeline.stages.approval import GateRequirement
 from gateway.state.approvals.failures import not_found
 from gateway.state.approvals.records import ApprovalRecord, Status
 from gateway.state.approvals.store import EditedInput, RedisApprovalStore
+from gateway.values import jsonpatch
+from gateway.values.redact import Redactor
 
 NOT_EDITABLE = "This capability's approvals cannot be edited."
 NOT_COVERED = "The edited input needs an approval this approver cannot give."
+HIDDEN_EDITED = "An edit cannot change a value hidden from approvers."
 
 
 def _only_approve() -> CapabilityError:
@@ -80,8 +86,45 @@ def _check_covered(governed: GovernedEdit, record: ApprovalRecord, approver: Act
         why = "the edited input needs other distinct roles"
     elif record.quorum > 1 and not roles <= set(record.approver_roles):
         why = "the edited input needs roles the other approvers are not asked for"
+    elif _stricter_escalation(need, record):
+        why = "the edited input escalates later or to other roles"
     if why:
         raise CapabilityError(Code.FORBIDDEN, message=NOT_COVERED, reason=why)
+
+
+def unredacted(record: ApprovalRecord, redactor: Redactor, submitted: bytes) -> bytes:
+    """The edited input an approver means: they edit what they were shown (the current input
+    after `redact.approval_input`), so the patch from that view to what they sent is applied
+    to the real input, and every value a rule hides stays as it is. An operation at, under or
+    above a redacted path is refused (INPUT_INVALID naming its path). A body that is not JSON
+    goes on as sent, to be refused as the requester's call would be."""
+    try:
+        edited = orjson.loads(submitted)
+    except orjson.JSONDecodeError:
+        return submitted
+    patch = jsonpatch.diff(redactor.apply(record.input), edited)
+    for op in patch:
+        if redactor.touches_hidden(jsonpatch.tokens(op["path"])):
+            raise CapabilityError(
+                Code.INPUT_INVALID,
+                message=HIDDEN_EDITED,
+                issues=(InputIssue(op["path"] or "/", "a value hidden from approvers"),),
+                reason="edit touches a redacted path",
+            )
+    return orjson.dumps(jsonpatch.apply(record.input, patch))
+
+
+def _stricter_escalation(need: GateRequirement, record: ApprovalRecord) -> bool:
+    """The edited call's escalation asks more than the record's: it never escalates where the
+    record does, escalates later, or to roles the record does not ask once escalated (the
+    record's escalation would let someone decide whom the edited call does not allow)."""
+    if record.escalate_at is None:
+        return False  # the record never escalates: no escalation asks more
+    if need.escalate_after_s is None:
+        return True
+    if record.created_at + need.escalate_after_s > record.escalate_at + 1e-3:
+        return True
+    return not set(need.escalation_roles) <= set(record.escalation_roles)
 
 
 def _own_edit(record: ApprovalRecord, approver: Actor) -> bool:
@@ -141,7 +184,10 @@ class EditDecisions:
         prepared = snapshot.capabilities.get(record.capability_id)
         if prepared is None or not prepared.capability.approval.editable:
             raise CapabilityError(Code.FORBIDDEN, message=NOT_EDITABLE, reason="not editable")
-        governed = await govern_edit(snapshot, self._rt, record, request.edited_input_json)
+        body = request.edited_input_json
+        if prepared.approval_redactor:
+            body = unredacted(record, prepared.approval_redactor, body)
+        governed = await govern_edit(snapshot, self._rt, record, body)
         _check_covered(governed, record, approver)
         if governed.input_hash == request.input_hash:
             return None
