@@ -104,7 +104,8 @@ def _status(approval: types_pb2.Approval) -> str:
 
 
 def _table(approvals: Sequence[types_pb2.Approval], out: TextIO) -> None:
-    rows = [("ID", "CAPABILITY", "STATUS", "REQUESTER", "EXPIRES", "HASH", "APPROVALS")]
+    # One word per column (scripts split rows on whitespace), the hash prefix last.
+    rows = [("ID", "CAPABILITY", "STATUS", "REQUESTER", "EXPIRES", "APPROVALS", "HASH")]
     rows += [
         (
             a.id,
@@ -112,8 +113,8 @@ def _table(approvals: Sequence[types_pb2.Approval], out: TextIO) -> None:
             _status(a),
             a.requester.id,
             _time(a.expires_at),
+            f"{a.approvals_received}/{max(a.quorum, 1)}",
             a.input_hash[:12],
-            _progress(a),
         )
         for a in approvals
     ]

@@ -264,11 +264,11 @@ async def test_cli_lists_shows_and_approves(
         "STATUS",
         "REQUESTER",
         "EXPIRES",
-        "HASH",
         "APPROVALS",
+        "HASH",
     ]
     assert table[1].split()[:4] == [record.id, "orders.refund", "pending", "alice"]
-    assert table[1].split()[-3:] == ["0", "of", "1"]
+    assert table[1].split()[-2:] == ["0/1", record.input_hash[:12]]
     assert await _cli(address, BOB, "show", record.id) == 0
     details = capsys.readouterr().out
     assert f"input hash:          {record.input_hash}" in details

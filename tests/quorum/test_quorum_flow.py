@@ -290,9 +290,9 @@ async def test_the_cli_and_the_mcp_approval_tool_show_the_progress(
     base = ["--admin", admin, "--insecure", "--token", bearer]
     assert await asyncio.to_thread(cli, [*base, "list"]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].split()[-1] == "APPROVALS"
+    assert table[0].split()[-2:] == ["APPROVALS", "HASH"]
     (row,) = [line for line in table if line.startswith(approval_id)]
-    assert row.split()[-3:] == ["1", "of", "2"]
+    assert row.split()[-2] == "1/2"
     assert await asyncio.to_thread(cli, [*base, "show", approval_id]) == 0
     shown = capsys.readouterr().out
     assert "approvals:           1 of 2\n" in shown
