@@ -3,9 +3,10 @@ approval of the edited input.
 
 The form holds the input as the page showed it (after the capability's `redact.approval_input`
 rules), as JSON text. "Show the change" renders the RFC 6902 operations from the shown input to
-the typed one (`gateway.values.jsonpatch.diff`) without asking the gateway anything; "Approve
-with these edits" sends DecideApproval with `edited_input_json` and the input hash the page
-showed. The gateway validates and governs the edited input and refuses what it must (its
+the typed one (`gateway.values.jsonpatch.diff`) without asking the gateway anything — the same
+patch the gateway applies to the real input, hidden values kept (docs/approvals.md "Edits");
+"Approve with these edits" sends DecideApproval with `edited_input_json` and the input hash the
+page showed. The gateway validates and governs the edited input and refuses what it must (its
 message shown as is); it also refuses edits of capabilities not marked `approval.editable`,
 which the inbox cannot read from its own config: such a refusal hides the form for that
 capability for `FORGET_S`, and an edited approval shows it again.
