@@ -298,6 +298,16 @@ def _rss_kb() -> int:
     return int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1])
 
 
+async def _keep_alive_timers_due() -> None:
+    """Wait out the desks' keep-alive timers (uvicorn's 5 s): a closed connection's cancelled
+    timer stays in the event loop's heap, holding the connection's objects, until it is due.
+    Without the wait the count depends on the machine's speed (how many are still due)."""
+    await asyncio.sleep(_DESK_KEEP_ALIVE_S + 0.5)
+
+
+_DESK_KEEP_ALIVE_S = 5.0  # uvicorn.Config's timeout_keep_alive default
+
+
 def _objects() -> int:
     gc.collect()
     return len(gc.get_objects())
@@ -363,11 +373,13 @@ async def test_reloading_onto_moving_addresses_keeps_sockets_sessions_and_memory
         for i in range(1, 11):  # warm up: every lazy import and first-use cache filled
             await step(i)
         await gw.pool.retired_closed()
+        await _keep_alive_timers_due()
         baseline = (_open_fds(), _objects(), _rss_kb())
         for i in range(11, RELOADS + 1):
             await step(i)
         await gw.pool.retired_closed()
         sessions.read()
+        await _keep_alive_timers_due()
         now = (_open_fds(), _objects(), _rss_kb())
         print(
             f"{RELOADS} reloads: fds {baseline[0]} -> {now[0]}, live objects {baseline[1]} -> "
