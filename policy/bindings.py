@@ -74,6 +74,8 @@ def _approval(approval: Mapping[str, Any]) -> dict[str, Any]:
         },
         "decided_at": _aware(decided) if isinstance(decided, datetime) else None,
         "reasons": _list(approval.get("reasons")),
+        # A standing grant's use stands in for an approval (ADR 0038): true then, false else.
+        "grant": approval.get("grant") is True,
     }
 
 

@@ -216,6 +216,7 @@ class TypeBuilder:
                 ("approver", f".{_PACKAGE}.Approver"),
                 ("decided_at", ".google.protobuf.Timestamp"),
                 ("reasons", string, repeated),
+                ("grant", _FD.TYPE_BOOL),
             ],
         )
         self.pool.Add(proto)

@@ -20,11 +20,14 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.pipeline.call import Call, Runtime
 from policy import EvalRequest, Evaluation, Phase
 from policy.bindings import bindings_for
+
+if TYPE_CHECKING:
+    from gateway.state.approvals.grants import GrantSpec
 
 __all__ = [
     "View",
@@ -144,11 +147,15 @@ def _stamp(call: Call, view: View) -> tuple[Any, ...]:
         return ()
     if view is View.INVOCATION:
         return (id(call.input),)
-    return (id(call.input), id(call.approval), id(call.limit_state))
+    return (id(call.input), id(call.approval), id(call.grant), id(call.limit_state))
 
 
 def _approval(call: Call) -> dict[str, Any] | None:
-    """`approval` of the execution phase: the decided approval this call runs under."""
+    """`approval` of the execution phase: the decided approval this call runs under, or the
+    standing grant that stood in for one (ADR 0038) in the same shape, with `grant` telling
+    them apart, so an execution policy about approvals never lets a grant's use slip by."""
+    if call.grant is not None:
+        return _granted(call.grant)
     record = call.approval
     if record is None or record.decided_by is None:
         return None
@@ -157,4 +164,21 @@ def _approval(call: Call) -> dict[str, Any] | None:
         "approver": record.decided_by.as_policy_value(),
         "decided_at": datetime.fromtimestamp(record.decided_at or 0, UTC),
         "reasons": list(record.reasons),
+        "grant": False,
+    }
+
+
+def _granted(grant: GrantSpec) -> dict[str, Any]:
+    """A grant's use as `approval`: its id, its creator holding the roles it was made with,
+    decided when it was created."""
+    return {
+        "id": grant.id,
+        "approver": {
+            "id": grant.creator_id,
+            "issuer": grant.creator_issuer,
+            "roles": list(grant.approver_roles),
+        },
+        "decided_at": datetime.fromtimestamp(grant.created_at, UTC),
+        "reasons": [],
+        "grant": True,
     }

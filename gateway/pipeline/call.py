@@ -133,6 +133,7 @@ class Call:
     grant_approver: str = ""
     grant_taking: str = ""
     grant_released: bool = False
+    grant: Any = None  # its GrantSpec: the execution phase's `approval` (pipeline/bindings.py)
     # The result cache (gateway/pipeline/stages/cache.py): "hit" or "miss" once looked up, and the
     # entry's key a miss stores the output under after stage 12.
     cache: str = ""

@@ -304,11 +304,10 @@ async def _approval_refusals(call: Call, rt: Runtime) -> None:
 
 async def _grant_covering(call: Call, rt: Runtime) -> str:
     """The standing grant Invoke would use instead of asking (ADR 0038), read, never taken;
-    "" when none would, or when the grant store cannot answer (Check still answers)."""
-    try:
-        return await grant_covering(call, rt, gate_requirement(call))
-    except CapabilityError:
-        return ""
+    "" when none would. A grant store that cannot answer fails Check as it fails Invoke's gate
+    (ADR 0035: Check answers what Invoke would)."""
+    found: str = await grant_covering(call, rt, gate_requirement(call))
+    return found
 
 
 async def _execution_policies(call: Call, rt: Runtime) -> None:

@@ -85,7 +85,7 @@ async def test_a_grant_is_created_shown_and_recorded(env: Env) -> None:
     )
     assert (grant.max_total, grant.max_uses, grant.uses, grant.total) == (500, 3, 0, 0)
     assert grant.created_by.id == "fiona"
-    assert list(grant.approver_roles) == ["approver", "finance"]
+    assert list(grant.approver_roles) == ["finance"]  # what covering needs, not all fiona's
     lifetime = grant.expires_at.ToSeconds() - grant.created_at.ToSeconds()
     assert 3599 <= lifetime <= 3600
     got = await env.admin().GetGrant(admin_pb2.GetGrantRequest(grant_id=grant.id), metadata=FINANCE)
@@ -184,6 +184,23 @@ async def test_what_must_be_approved_call_by_call_is_not_grantable(env: Env) -> 
         env, "INPUT_INVALID", "capability_id", md=OPS, capability_id="ops.purge"
     )
     assert message.startswith("not grantable: ") and "purge" in message
+
+
+async def test_a_capability_with_an_inline_approver_is_not_grantable(env: Env) -> None:
+    message = await _refused(env, "INPUT_INVALID", "capability_id", capability_id="pay.inline")
+    assert message.startswith("not grantable: ") and "inline approver" in message
+    message = await _refused(env, "INPUT_INVALID", "tag", tag="inline")
+    assert message.startswith("not grantable: ")
+
+
+async def test_from_an_approval_that_needs_more_than_one_approver_is_not_grantable(
+    env: Env,
+) -> None:
+    result = await env.invoke("pay.pair", {"order_id": "o-1", "amount": 40})
+    assert result.WhichOneof("outcome") == "approval_required", result
+    approval_id = result.approval_required.approval.id
+    message = await _refused(env, "INPUT_INVALID", "from_approval_id", from_approval_id=approval_id)
+    assert message == "not grantable: needs more than one approver"
 
 
 async def test_a_grant_never_covers_its_creator(env: Env) -> None:

@@ -94,11 +94,10 @@ async def grants(redis_server: RedisProcess, upstream: tuple[str, State]) -> Asy
     await redis.aclose()
 
 
-# Calls in flight per gateway process at once. More would exhaust a process's Redis
-# connection pool (redis-py's default of 100): each uncovered call stores an approval with up
-# to four commands at once, and the pool refuses past its size (MaxConnectionsError), which
-# the gateway answers as unavailable — a load limit of its own, not what these tests race.
-IN_FLIGHT = 24
+# Calls in flight per gateway process at once: all of each process's share. Its Redis pool
+# (gateway/state/connections.py: a blocking pool of 512 per process) holds every uncovered
+# call's approval commands; a burst past it would wait for a connection, not fail.
+IN_FLIGHT = CALLS // 2
 
 
 async def _race(

@@ -3,15 +3,15 @@
 When the approval gate would ask for an approval on Invoke, a live grant may stand in for it:
 `cover` looks for one and takes a use of it atomically in Redis; the call then goes on to stage 9
 as its own actor, with `call.grant_id` set (the envelope, every event of the call, the upstream's
-actor token). `give_back` returns the use of a call that never reached the upstream for a reason
-other than governance, exactly once, by the take's receipt. `covering` is Check's read-only
-look: which grant would cover the call, nothing taken.
+actor token). `give_back` returns the use of a call that never reached the upstream (a stage-9
+deny too, as budgets give back), exactly once, by the take's receipt. `covering` is Check's
+read-only look: which grant would cover the call, nothing taken.
 
 A grant never lifts anything but the approval: deny, hide, validation, pre-hooks and limits ran
 before stage 8 as always, and stage 9 onwards runs as for any call. It stands in only for a
 requirement that is grantable (no `grantable: false` anywhere, no hook's ask, no budget's
-overrun) with a quorum of one and no distinct roles, and only when its creator held every role
-the requirement names.
+overrun, no inline approver) with a quorum of one and no distinct roles, and only when its
+creator held every role the requirement names.
 """
 
 from __future__ import annotations
@@ -65,6 +65,13 @@ def grantable(need: GateRequirement) -> bool:
     return need.grantable and need.quorum <= 1 and not need.distinct_roles
 
 
+def _grantable_call(call: Call, need: GateRequirement) -> bool:
+    """`grantable`, and the capability has no inline approver: its Approver decides each call
+    (a per-call risk engine), which no standing grant stands in for."""
+    assert call.prepared is not None
+    return call.prepared.inline_approver is None and grantable(need)
+
+
 def _matches(call: Call, grant: GrantSpec, roles: Sequence[str]) -> tuple[bool, float | None]:
     """(covered, amount) of one candidate for this call: its creator held the requirement's
     roles and is not the caller (with `approvals.reject_self_approval`), its constraint holds
@@ -108,7 +115,7 @@ async def cover(call: Call, rt: Runtime, need: GateRequirement) -> bool:
     assert call.actor is not None
     if rt.grants is None or call.approval is not None or call.actor.anonymous:
         return False
-    if not grantable(need):
+    if not _grantable_call(call, need):
         return False
     for grant in await _candidates(call, rt):
         covered, amount = _matches(call, grant, need.roles)
@@ -132,6 +139,7 @@ async def cover(call: Call, rt: Runtime, need: GateRequirement) -> bool:
 def _covered(call: Call, rt: Runtime, grant: GrantSpec, taken: Taken) -> None:
     call.grant_id = grant.id
     call.grant_approver = grant.creator_id
+    call.grant = grant
     metrics.grants_uses.add(("taken",))
     now = rt.wall()
     rt.audit.emit(build(Event.GRANT_USED, call, now, uses=taken.uses, **_what(grant)))
@@ -147,7 +155,7 @@ async def covering(call: Call, rt: Runtime, need: GateRequirement) -> str:
     """Check: the id of the grant that would cover this call now, "" for none; nothing taken.
     A grant counts when it has room for this call (uses and total), as its take would see."""
     assert call.actor is not None
-    if rt.grants is None or call.actor.anonymous or not grantable(need):
+    if rt.grants is None or call.actor.anonymous or not _grantable_call(call, need):
         return ""
     for grant in await _candidates(call, rt):
         covered, amount = _matches(call, grant, need.roles)
@@ -166,17 +174,12 @@ async def covering(call: Call, rt: Runtime, need: GateRequirement) -> str:
 
 
 async def give_back(call: Call, rt: Runtime, err: CapabilityError | None) -> bool:
-    """A covered call that never reached the upstream (NOT_STARTED) for a reason other than
-    governance (a stage-9 deny keeps the use, as an approval stays consumed) returns its use:
-    once, by its receipt; a take whose reply was lost is voided. True when a use came back (the
-    terminal event then carries `grant_released: true`)."""
+    """A covered call that never reached the upstream (NOT_STARTED, whatever the reason: a
+    stage-9 deny too, as budgets give back) returns its use: once, by its receipt; a take whose
+    reply was lost is voided. True when a use came back (the terminal event then carries
+    `grant_released: true`)."""
     grant_id = call.grant_taking
-    if (
-        not grant_id
-        or rt.grants is None
-        or call.state != types_pb2.EXECUTION_STATE_NOT_STARTED
-        or (err is not None and err.spec.event is Event.DENIED)
-    ):
+    if not grant_id or rt.grants is None or call.state != types_pb2.EXECUTION_STATE_NOT_STARTED:
         return False
     call.grant_taking = ""
     try:

@@ -128,6 +128,7 @@ class GrantSpec:
     approver_roles: tuple[str, ...]
     creator_id: str
     creator_issuer: str = ""
+    created_at: float = 0.0
 
     @property
     def what(self) -> str:
@@ -152,6 +153,7 @@ def spec_json(record: GrantRecord) -> bytes:
             "r": list(record.approver_roles),
             "by": record.created_by.id,
             "bi": record.created_by.issuer,
+            "at": record.created_at,
         }
     )
 
@@ -170,6 +172,7 @@ def spec_from(grant_id: str, raw: bytes) -> GrantSpec:
         approver_roles=tuple(data["r"]),
         creator_id=data["by"],
         creator_issuer=data.get("bi", ""),
+        created_at=float(data.get("at", 0.0)),
     )
 
 

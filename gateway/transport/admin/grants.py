@@ -169,7 +169,7 @@ class GrantAdmin:
         expires_in = _expires_in(request, store.settings.grants_max_expires_in_s)
         _check_caps(request)
         _check_grantable(snapshot, scope)
-        _check_roles(snapshot, scope, approver, store.settings.default_approver_role)
+        needed = _check_roles(snapshot, scope, approver, store.settings.default_approver_role)
         if store.settings.reject_self_approval and whom and whom.identity == approver.identity:
             raise CapabilityError(
                 Code.APPROVAL_SELF_APPROVAL,
@@ -194,7 +194,7 @@ class GrantAdmin:
             created_via=via,
             note=request.note,
             from_approval_id=request.from_approval_id,
-            approver_roles=tuple(sorted(set(approver.roles))),
+            approver_roles=needed,  # the roles its covering needs, not all the creator's
         )
         record = await store.create(record)
         self._emit(Event.GRANT_CREATED, record, approver, via, snapshot)
@@ -218,6 +218,8 @@ class GrantAdmin:
             raise _invalid(
                 "from_approval_id", f"the approval is {found.status.value}, not pending or approved"
             )
+        if found.quorum > 1 or found.distinct_roles:
+            raise _invalid("from_approval_id", "not grantable: needs more than one approver")
         if not set(found.approver_roles) <= set(approver.roles):
             raise CapabilityError(
                 Code.FORBIDDEN,
@@ -393,6 +395,8 @@ def _grantable(snapshot: Snapshot, prepared: Prepared) -> str:
         return f"capability {prepared.capability.id} has approval.grantable: false"
     if spec.quorum > 1 or spec.distinct_roles:
         return f"capability {prepared.capability.id} needs more than one approver per call"
+    if prepared.inline_approver is not None:
+        return f"capability {prepared.capability.id} has an inline approver deciding each call"
     rules = list(_require_approval_rules(snapshot, prepared))
     if not spec.required and rules and all(r is not None and not r.grantable for r in rules):
         return f"every policy asking approval of {prepared.capability.id} says grantable: false"
@@ -408,7 +412,11 @@ def _check_grantable(snapshot: Snapshot, scope: _Scope) -> None:
         raise _invalid(path, f"not grantable: {reasons[0]}")
 
 
-def _check_roles(snapshot: Snapshot, scope: _Scope, approver: Actor, default_role: str) -> None:
+def _check_roles(
+    snapshot: Snapshot, scope: _Scope, approver: Actor, default_role: str
+) -> tuple[str, ...]:
+    """The approver roles the covered capabilities' approvals need (the grant keeps these as
+    its `approver_roles`); FORBIDDEN when the creator lacks one."""
     needed: set[str] = set()
     for prepared in scope.covered:
         needed.update(prepared.capability.approval.roles or (default_role,))
@@ -421,6 +429,7 @@ def _check_roles(snapshot: Snapshot, scope: _Scope, approver: Actor, default_rol
             message=f"Creating this grant needs the approver roles: {', '.join(missing)}.",
             reason="grant creator lacks approver roles",
         )
+    return tuple(sorted(needed))
 
 
 def _check_exprs(snapshot: Snapshot, scope: _Scope, request: admin_pb2.CreateGrantRequest) -> None:

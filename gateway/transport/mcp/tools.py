@@ -196,6 +196,8 @@ def call_result(
     """The CallToolResult of an envelope. A not-found raises UNKNOWN_TOOL (SI-8) unless the
     call came through the approval tool, which exists whatever became of the capability."""
     meta: dict[str, Any] = {META + "executionId": result.execution_id}
+    if result.grant_id:  # a standing grant stood in for the approval (ADR 0038)
+        meta[META + "grantId"] = result.grant_id
     edited = _edited(result, meta)
     kind = result.WhichOneof("outcome")
     if kind == "completed":
