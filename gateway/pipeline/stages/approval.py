@@ -116,6 +116,12 @@ async def approval_gate(call: Call, rt: Runtime) -> Suspended | Replayed | None:
     store = rt.approvals
     inline = call.prepared.inline_approver
     need = gate_requirement(call)
+    # A keyed repeat racing its own first call asks nobody, inline or not, and takes no grant
+    # use: the journal answers first (ADR 0034, ADR 0038). A budget that deferred to this gate
+    # read the key a moment ago already.
+    replay = None if call.limits_deferred else await journal_first(call, rt)
+    if replay is not None:
+        return replay
     if await cover_with_grant(call, rt, need):
         return None  # a standing grant stood in (ADR 0038): stage 9 on, as the same actor
     digest = gate_refusals(call, rt)
@@ -146,11 +152,6 @@ async def approval_gate(call: Call, rt: Runtime) -> Suspended | Replayed | None:
         escalate_at=None if need.escalate_after_s is None else now + need.escalate_after_s,
         escalation_roles=need.escalation_roles,
     )
-    # A keyed repeat racing its own first call asks nobody, inline or not: the journal answers
-    # (ADR 0034). A budget that deferred to this gate read the key a moment ago already.
-    replay = None if call.limits_deferred else await journal_first(call, rt)
-    if replay is not None:
-        return replay
     if inline is not None:
         await decide_inline(call, rt, record, inline)
         return None
