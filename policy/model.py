@@ -85,8 +85,9 @@ class ApprovalRequirement:
     """The merged approval request: an approver must satisfy every part of it.
 
     `grantable` is false when any part forbids a standing grant; `quorum` is the largest
-    part's (at least one approver per distinct role); `escalate_after` the earliest;
-    `distinct_roles` and `escalation_roles` the union of the parts'.
+    part's (at least one approver per distinct role); `distinct_roles` the union of the
+    parts'; `escalate_after` the latest of the parts that declare one, `escalation_roles` the
+    union of their escalation roles and of the approver roles of every part without one.
     """
 
     reasons: tuple[str, ...]

@@ -218,10 +218,13 @@ def approval_event(kind: str, record: ApprovalRecord, now: float, revision: str)
             original_input_hash=record.original_input_hash,
         )
     if kind == "escalated":
+        # `status` is the record's after the call that escalated it: "pending", or the verdict
+        # of a decision that found the escalation due and decided it at once (nothing to notify).
         event.update(
             escalation_roles=[caller_text(r) for r in record.escalation_roles],
             reasons=list(record.reasons),
             expires_at=record.expires_at,
+            status=record.status.value,
         )
     return event
 

@@ -4,6 +4,7 @@ real config and snapshot; the budget's and the hooks' asks are never grantable (
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -122,8 +123,21 @@ async def test_capability_and_policies_merge_toward_the_stricter(snapshot):
     assert need.grantable is False  # AND
     assert need.quorum == 3  # the largest
     assert need.distinct_roles == ("finance", "risk")  # the union
-    assert need.escalate_after_s == 1800.0  # the earliest
+    assert need.escalate_after_s == 2700.0  # the latest: never sooner than a part asks
     assert need.escalation_roles == ("ceo", "cfo")  # the union
+
+
+async def test_a_part_without_escalation_keeps_its_roles_after_the_escalation(snapshot):
+    plain = ApprovalRequirement(
+        reasons=("x",), roles=frozenset({"treasury"}), expires_in=None, policies=("p",)
+    )
+    need = gate_requirement(call_of(snapshot, "orders.refund", plain))
+    assert need.escalate_after_s == 2700.0
+    assert need.escalation_roles == ("cfo", "treasury")
+
+    unnamed = ApprovalRequirement(reasons=("x",), roles=frozenset(), expires_in=None, policies=())
+    need = gate_requirement(call_of(snapshot, "orders.refund", unnamed))
+    assert need.escalation_roles == ("approver", "cfo")  # approvals.default_approver_role
 
 
 async def test_the_quorum_is_at_least_one_approver_per_distinct_role(snapshot):
@@ -191,12 +205,13 @@ async def test_a_hook_ask_is_never_grantable_and_keeps_the_policies_options(snap
     assert joined.requirement.grantable is False
     assert joined.requirement.quorum == 2
     assert joined.requirement.escalate_after == timedelta(hours=1)
-    assert joined.requirement.escalation_roles == frozenset({"cfo"})
+    # The ask declares no escalation: after it, its (default approver) role is still needed.
+    assert joined.requirement.escalation_roles == frozenset({"cfo", "approver"})
     assert joined.requirement.roles == frozenset({"manager"})
 
 
 def test_a_budget_ask_is_never_grantable_and_keeps_the_policies_options():
-    alone = _with_reasons(None, ("over budget refunds",))
+    alone = _with_reasons(None, ("over budget refunds",), "approver")
     assert (alone.reasons, alone.grantable, alone.quorum) == (("over budget refunds",), False, 1)
 
     part = ApprovalRequirement(
@@ -207,8 +222,13 @@ def test_a_budget_ask_is_never_grantable_and_keeps_the_policies_options():
         quorum=2,
         distinct_roles=frozenset({"finance"}),
     )
-    joined = _with_reasons(part, ("over budget refunds",))
+    joined = _with_reasons(part, ("over budget refunds",), "approver")
 
     assert joined.reasons == ("Big refund.", "over budget refunds")
     assert joined.grantable is False
     assert (joined.quorum, joined.distinct_roles) == (2, frozenset({"finance"}))
+    escalating = dataclasses.replace(
+        part, escalate_after=timedelta(hours=1), escalation_roles=frozenset({"cfo"})
+    )
+    joined = _with_reasons(escalating, ("over budget refunds",), "approver")
+    assert joined.escalation_roles == frozenset({"cfo", "approver"})  # the budget's ask's role

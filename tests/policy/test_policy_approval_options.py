@@ -91,8 +91,9 @@ def test_parts_merge_toward_the_stricter(load_policies, make_request):
     assert approval.grantable is False  # one part says false
     assert approval.quorum == 3  # the largest
     assert approval.distinct_roles == frozenset({"finance", "risk", "legal"})  # the union
-    assert approval.escalate_after == timedelta(minutes=20)  # the earliest
-    assert approval.escalation_roles == frozenset({"head-of-support", "cfo"})  # the union
+    assert approval.escalate_after == timedelta(hours=1)  # the latest of those declaring one
+    # Their escalation roles and the roles of the part declaring none ("plain": the default).
+    assert approval.escalation_roles == frozenset({"head-of-support", "cfo", "approver"})
     assert approval.policies == ("refunds", "payments", "plain")
 
 

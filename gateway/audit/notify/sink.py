@@ -57,6 +57,15 @@ def snapshot_facts(current: Callable[[], Any]) -> Facts:
     return lookup
 
 
+def _decided(event: Mapping[str, Any]) -> bool:
+    """An escalation found due by the decision that also decided the approval: nobody is left
+    to ask (its audit event stays; only the notification is not sent)."""
+    return (
+        event.get("event") == Event.APPROVAL_ESCALATED.value
+        and event.get("status", "pending") != "pending"
+    )
+
+
 class WebhookNotifier:
     """An audit observer (a `Sink` the audit log never counts as a record, since it drops
     every event but `capability.approval_requested` and `.approval_escalated`) that POSTs
@@ -91,7 +100,7 @@ class WebhookNotifier:
 
     async def write(self, events: Sequence[Mapping[str, Any]]) -> None:
         for event in events:
-            if event.get("event") in _NOTIFIED:
+            if event.get("event") in _NOTIFIED and not _decided(event):
                 self._schedule(event)
 
     def _schedule(self, event: Mapping[str, Any]) -> None:

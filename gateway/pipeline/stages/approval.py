@@ -30,8 +30,10 @@ class GateRequirement:
     """What stage 8 asks of approvers: the capability's `approval` block merged with the
     policies' (and hooks' and budgets') requirement. Roles are the union (none: the default
     approver role), the expiry the earliest (none: the default), `grantable` false if any part
-    says so, `quorum` the largest (and at least one approver per distinct role),
-    `escalate_after_s` the earliest, distinct and escalation roles the union."""
+    says so, `quorum` the largest (and at least one approver per distinct role), distinct
+    roles the union. Escalation never loosens a part without one: `escalate_after_s` is the
+    latest of the parts that declare one, the escalation roles the union of theirs and of the
+    approver roles of every part that declares none."""
 
     reasons: tuple[str, ...]
     roles: tuple[str, ...]
@@ -59,6 +61,10 @@ def gate_requirement(call: Call) -> GateRequirement:
     grantable, quorum = spec.grantable, spec.quorum
     distinct, escalation = set(spec.distinct_roles), set(spec.escalation_roles)
     escalations = [] if spec.escalate_after_s is None else [spec.escalate_after_s]
+    default = settings.default_approver_role
+    floor: set[str] = set()  # the approver roles of the parts that declare no escalation
+    if spec.required and spec.escalate_after_s is None:
+        floor.update(spec.roles or (default,))
     req = call.requirement
     if req is not None:
         reasons.extend(r for r in req.reasons if r not in reasons)
@@ -70,6 +76,12 @@ def gate_requirement(call: Call) -> GateRequirement:
         escalation.update(req.escalation_roles)
         if req.escalate_after is not None:
             escalations.append(req.escalate_after.total_seconds())
+        else:
+            floor.update(req.roles or (default,))
+    if escalations:
+        escalation |= floor
+    else:
+        escalation = set()
     if not roles:
         roles.add(settings.default_approver_role)
     expires = min(expiries) if expiries else settings.default_expires_in_s
@@ -82,7 +94,7 @@ def gate_requirement(call: Call) -> GateRequirement:
         grantable=grantable,
         quorum=max(quorum, len(distinct)),
         distinct_roles=tuple(sorted(distinct)),
-        escalate_after_s=min(escalations, default=None),
+        escalate_after_s=max(escalations, default=None),
         escalation_roles=tuple(sorted(escalation)),
     )
 

@@ -20,7 +20,6 @@ An invalid `updated_input` or `updated_output` is never ignored.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
@@ -35,6 +34,7 @@ from gateway.pipeline.hookcalls import HookFault, call_hook, fault_in, hook_cont
 from gateway.values.canonical import input_hash
 from gateway.values.jsonvalue import dumps, parse_json, scan
 from policy import ApprovalRequirement, Decision, Phase
+from policy.approvals import join_ask
 
 # Answers identical to a missing capability or approval never reach a hook (SI-8).
 _CONCEALED = frozenset({Code.CAPABILITY_NOT_FOUND, Code.APPROVAL_NOT_FOUND})
@@ -228,8 +228,8 @@ async def merge_hook_asks(call: Call, rt: Runtime) -> None:
             grantable=False,
         )
         return
-    reasons = tuple(dict.fromkeys((*req.reasons, *call.hook_asks)))
-    call.requirement = dataclasses.replace(req, reasons=reasons, grantable=False)
+    role = call.snapshot.settings.approvals.default_approver_role
+    call.requirement = join_ask(req, call.hook_asks, role)
 
 
 async def run_post_hooks(call: Call, rt: Runtime) -> None:

@@ -16,7 +16,6 @@ open or closed (`on_redis_down`; UPSTREAM_UNAVAILABLE when closed), counted by t
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import math
 from typing import Any
@@ -34,6 +33,7 @@ from gateway.state.connections import RedisUnavailable
 from gateway.state.limits.store import Charge, Verdict
 from gateway.telemetry import child_span, metrics
 from policy import ApprovalRequirement
+from policy.approvals import join_ask
 
 log = logging.getLogger("capgate.limits")
 
@@ -117,7 +117,9 @@ async def _check_in(call: Call, rt: Runtime, limits: tuple[CompiledLimit, ...], 
     if call.approval is None and all(_approvable(c) for c, _ in refused):
         call.limits_deferred = True
         reasons = tuple(budget_reason(c.spec.name) for c, _ in refused)
-        call.requirement = _with_reasons(call.requirement, reasons)
+        call.requirement = _with_reasons(
+            call.requirement, reasons, call.snapshot.settings.approvals.default_approver_role
+        )
         return
     waits = [v.retry_after_s for _, v in refused]
     never = any(w is None for w in waits)
@@ -241,16 +243,15 @@ def _max(charge: Charge) -> float:
 
 
 def _with_reasons(
-    requirement: ApprovalRequirement | None, reasons: tuple[str, ...]
+    requirement: ApprovalRequirement | None, reasons: tuple[str, ...], role: str
 ) -> ApprovalRequirement:
     """The budget's ask joins the requirement; a standing grant never lifts a budget (ADR 0038),
-    so the merged requirement is not grantable."""
+    so the merged requirement is not grantable; escalating, it needs `role` too (`join_ask`)."""
     if requirement is None:
         return ApprovalRequirement(
             reasons=reasons, roles=frozenset(), expires_in=None, policies=(), grantable=False
         )
-    merged = tuple(dict.fromkeys((*requirement.reasons, *reasons)))
-    return dataclasses.replace(requirement, reasons=merged, grantable=False)
+    return join_ask(requirement, reasons, role)
 
 
 def _unavailable(charges: list[Charge], cause: str) -> None:
@@ -298,7 +299,9 @@ async def peek_limits(call: Call, rt: Runtime) -> None:
         return
     if call.approval is None and all(_approvable(c) for c, _ in refused):
         reasons = tuple(budget_reason(c.spec.name) for c, _ in refused)
-        call.requirement = _with_reasons(call.requirement, reasons)
+        call.requirement = _with_reasons(
+            call.requirement, reasons, call.snapshot.settings.approvals.default_approver_role
+        )
         return
     raise _over_limit(refused)
 

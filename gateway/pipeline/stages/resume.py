@@ -51,11 +51,11 @@ async def load_approval(call: Call, rt: Runtime) -> Replayed | None:
         call.state = types_pb2.EXECUTION_STATE_UNKNOWN
     if record.status in _STATUS_CODES:
         raise CapabilityError(_STATUS_CODES[record.status], reason=f"status {record.status}")
-    if (
-        rt.approvals.settings.reject_self_approval
-        and record.decided_by is not None
-        and record.decided_by.identity == actor.identity
+    if (rt.approvals.settings.reject_self_approval or record.quorum > 1) and any(
+        a.identity == actor.identity for a in (record.decided_by, *record.votes) if a is not None
     ):
+        # SI-4: the requester is never one of a quorum's approvers (nor, with
+        # reject_self_approval, a single one), whichever vote was theirs.
         raise CapabilityError(Code.APPROVAL_SELF_APPROVAL, reason="approver is the requester")
     if record.expires_at <= rt.wall():
         raise CapabilityError(Code.APPROVAL_EXPIRED, reason="expired")

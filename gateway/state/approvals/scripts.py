@@ -60,14 +60,17 @@ return reply('OK', '0')
 # Checks: who the approver is (eligible roles, self) before what the record is, so that someone
 # who may not decide learns nothing about its state. Eligible: holds every approver role, or —
 # once escalated (`escalated_at` set, or `escalate_at` passed even if no sweep has marked it
-# yet) — every escalation role. The reply's second element lists the events this call made,
-# comma-separated and in order ("" for none): escalated, expired, edited, voted, approved,
-# rejected. Quorum (docs/approvals.md "Quorum and separation of duties"): `votes` holds the
-# distinct (issuer, id) approvals of the current input; the record is approved by the vote that
-# makes `quorum` of them while every `distinct_roles` entry can be given to a different voter
-# holding it (a bipartite matching). A vote that could no longer let the roles be covered within
-# the quorum is refused (DISTINCT_ROLES, followed by the roles still missing). An edit replaces
-# the input, keeps the first original, resets the votes and counts the editor's.
+# yet) — every escalation role. Self: the requester never decides a quorum above one, and one of
+# a quorum of one only while reject_self is off. A due escalation is marked only by a call that
+# is not refused (else the sweep publishes it). The reply's second element lists the events
+# this call made, comma-separated and in order ("" for none): escalated, expired, edited,
+# voted, approved, rejected. Quorum (docs/approvals.md "Quorum and separation of duties"):
+# `votes` holds the distinct (issuer, id) approvals of the current input; the record is
+# approved by the vote that makes `quorum` of them while every `distinct_roles` entry can be
+# given to a different voter holding it (a bipartite matching). A vote that could no longer let
+# the roles be covered within the quorum is refused (DISTINCT_ROLES, followed by the roles still
+# missing). An edit replaces the input, keeps the first original, resets the votes and counts
+# the editor's.
 DECIDE: Final = (
     _PRELUDE
     + """
@@ -96,7 +99,8 @@ local escalated = (f[13] ~= false and f[13] ~= '') or due
 local eligible = holds_all(held, cjson.decode(f[5]))
 if not eligible and escalated and #escalation > 0 then eligible = holds_all(held, escalation) end
 if not eligible then return {'FORBIDDEN', ''} end
-if ARGV[9] == '1' and iss == f[3] and id == f[4] then
+local quorum = tonumber(f[9] ~= false and f[9] ~= '' and f[9] or '1')
+if (ARGV[9] == '1' or quorum > 1) and iss == f[3] and id == f[4] then
   return {'APPROVAL_SELF_APPROVAL', ''}
 end
 if status == 'expired' then return {'APPROVAL_EXPIRED', ''} end
@@ -127,9 +131,13 @@ end
 if not (verdict == 'rejected' and ARGV[8] == '') and ARGV[8] ~= f[6] then
   return {'APPROVAL_INPUT_MISMATCH', ''}
 end
-if escalated and (f[13] == false or f[13] == '') then
-  redis.call('HSET', key, 'escalated_at', ARGV[1])
-  events[#events + 1] = 'escalated'
+-- The escalation is marked (and reported) only by a call that is not refused: a refusal makes
+-- no event, and the sweep must still find it unmarked and publish it.
+local function escalate()
+  if escalated and (f[13] == false or f[13] == '') then
+    redis.call('HSET', key, 'escalated_at', ARGV[1])
+    events[#events + 1] = 'escalated'
+  end
 end
 local function decided(as)
   redis.call('HSET', key, 'status', as, 'decided_at', ARGV[1], 'decided_by', ARGV[5],
@@ -137,15 +145,18 @@ local function decided(as)
   events[#events + 1] = as
   return reply('OK', table.concat(events, ','))
 end
-if verdict == 'rejected' then return decided('rejected') end
+if verdict == 'rejected' then
+  escalate()
+  return decided('rejected')
+end
 if edit then
   votes = {}
 elseif voted() then
+  escalate()
   return reply('OK', table.concat(events, ','))  -- counted once
 end
 -- Separation of duties: a maximum matching of roles to voters (Kuhn's augmenting paths).
 local roles = list(f[10])
-local quorum = tonumber(f[9] ~= false and f[9] ~= '' and f[9] or '1')
 local voters = {}
 for _, v in ipairs(votes) do
   local have = {}
@@ -182,6 +193,7 @@ if #roles - size > quorum - #voters then
   end
   return out
 end
+escalate()
 local raw = '[]'
 if not edit and f[11] ~= false and f[11] ~= '' then raw = f[11] end
 if raw == '[]' then
@@ -223,13 +235,14 @@ return reply('OK', '1')
 
 # ARGV: now, requester issuer, requester id, surface, execution id, reject_self ('1'|'0').
 # The order of checks is seed 001's resume order; another requester or surface gets exactly the
-# unknown-id answer (concealed, SI-8). SI-12: only `approved` becomes `consumed`, once.
+# unknown-id answer (concealed, SI-8). SI-12: only `approved` becomes `consumed`, once. With
+# reject_self, or a quorum above one, an approval the requester decided or voted for is refused.
 CONSUME: Final = (
     _PRELUDE
     + """
 if redis.call('EXISTS', key) == 0 then return {'APPROVAL_NOT_FOUND', '0'} end
 local f = redis.call('HMGET', key, 'status', 'expires_at', 'req_iss', 'req_id', 'surface',
-  'dec_iss', 'dec_id', 'resumed_execution_id')
+  'dec_iss', 'dec_id', 'resumed_execution_id', 'quorum', 'votes')
 if f[3] ~= ARGV[2] or f[4] ~= ARGV[3] or f[5] ~= ARGV[4] then
   return {'APPROVAL_NOT_FOUND', '0'}
 end
@@ -248,8 +261,14 @@ if status == 'expired' then
 end
 if status == 'consumed' and f[8] == ARGV[5] then return reply('OK', '0') end
 if status == 'consumed' or status == 'executed' then return reply('APPROVAL_CONSUMED', '0') end
-if ARGV[6] == '1' and f[6] == f[3] and f[7] == f[4] then
-  return {'APPROVAL_SELF_APPROVAL', '0'}
+local quorum = tonumber(f[9] ~= false and f[9] ~= '' and f[9] or '1')
+if ARGV[6] == '1' or quorum > 1 then
+  if f[6] == f[3] and f[7] == f[4] then return {'APPROVAL_SELF_APPROVAL', '0'} end
+  if f[10] ~= false and f[10] ~= '' then
+    for _, v in ipairs(cjson.decode(f[10])) do
+      if v['issuer'] == f[3] and v['id'] == f[4] then return {'APPROVAL_SELF_APPROVAL', '0'} end
+    end
+  end
 end
 redis.call('HSET', key, 'status', 'consumed', 'consumed_at', ARGV[1],
   'resumed_execution_id', ARGV[5])

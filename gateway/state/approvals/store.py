@@ -107,6 +107,10 @@ class RedisApprovalStore:
     def settings(self) -> ApprovalSettings:
         return self._settings
 
+    def now(self) -> float:
+        """The store's clock (what DECIDE is given as `now`): when escalations are due."""
+        return self._clock()
+
     async def _run(self, script: str, key: str, *args: Any) -> list[Any]:
         # Exactly one key per script call: the one-slot rule is enforced by this signature.
         reply: list[Any] = await self._scripts[script](keys=[key], args=list(args))

@@ -46,16 +46,21 @@ def _default_view(record: ApprovalRecord) -> types_pb2.Approval:
     return to_proto(record, include_input=False, redactor=None)
 
 
-def may_decide(actor: Actor, record: ApprovalRecord, *, reject_self: bool) -> bool:
-    """The actor holds every required role — or, once the approval is escalated, every
-    escalation role — and, when SI-4 applies, is not the requester."""
+def may_decide(actor: Actor, record: ApprovalRecord, *, reject_self: bool, now: float) -> bool:
+    """As the store decides it (scripts.DECIDE): the actor holds every required role — or, once
+    the approval is escalated or its `escalate_at` has come, every escalation role — and, when
+    SI-4 applies (reject_self, or a quorum above one), is not the requester."""
     roles = set(actor.roles)
-    escalated = record.escalated_at is not None and bool(record.escalation_roles)
+    due = record.escalated_at is not None or (
+        record.escalate_at is not None and now >= record.escalate_at
+    )
+    escalated = due and bool(record.escalation_roles)
     if not (
         set(record.approver_roles) <= roles or (escalated and set(record.escalation_roles) <= roles)
     ):
         return False
-    return not (reject_self and actor.identity == record.requester.identity)
+    self_refused = reject_self or record.quorum > 1
+    return not (self_refused and actor.identity == record.requester.identity)
 
 
 class ApprovalAdminServicer(admin_pb2_grpc.ApprovalAdminServicer):  # type: ignore[misc]  # generated
@@ -106,7 +111,10 @@ class ApprovalAdminServicer(admin_pb2_grpc.ApprovalAdminServicer):  # type: igno
         if caller.identity in self._listener.on_behalf_of:
             return lambda _record: True  # the inbox filters for the human it serves
         reject_self = self._reject_self()
-        return lambda record: may_decide(caller, record, reject_self=reject_self)
+        store = self._store
+        return lambda record: may_decide(
+            caller, record, reject_self=reject_self, now=store.now() if store else 0.0
+        )
 
     def _unconfigured(self) -> CapabilityError:
         return CapabilityError(
