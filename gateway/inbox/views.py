@@ -9,6 +9,7 @@ self-approval, input hash), whatever the page shows.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -37,10 +38,19 @@ def visible(human: Actor, approval: types_pb2.Approval, auditor_roles: Iterable[
     )
 
 
-def escalated_to(approval: types_pb2.Approval, roles: Iterable[str]) -> bool:
-    """The approval was escalated and `roles` include every one of its escalation roles."""
+def escalated_to(
+    approval: types_pb2.Approval, roles: Iterable[str], now: float | None = None
+) -> bool:
+    """The approval escalated, or its `escalate_at` has come (the gateway lets escalation roles
+    decide from then on, before its sweep marks it), and `roles` include every one of its
+    escalation roles."""
     wanted = set(approval.escalation_roles)
-    return approval.HasField("escalated_at") and bool(wanted) and wanted <= set(roles)
+    if not wanted or not wanted <= set(roles):
+        return False
+    if approval.HasField("escalated_at"):
+        return True
+    when = time.time() if now is None else now
+    return approval.HasField("escalate_at") and _seconds(approval.escalate_at) <= when
 
 
 @dataclass(frozen=True, slots=True)

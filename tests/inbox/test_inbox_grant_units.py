@@ -5,6 +5,8 @@ learns of editable capabilities."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from google.protobuf import timestamp_pb2
 
@@ -70,7 +72,7 @@ def test_escalation_state_and_who_it_lets_decide() -> None:
         status=types_pb2.APPROVAL_STATUS_PENDING,
         approvers=types_pb2.ApproverConstraint(roles=["manager"]),
         escalation_roles=["admin"],
-        escalate_at=timestamp_pb2.Timestamp(seconds=int(NOW)),
+        escalate_at=timestamp_pb2.Timestamp(seconds=int(time.time()) + 3600),
         requester=types_pb2.Actor(id="alice", issuer="idp"),
     )
     admin = Actor(id="ada", kind="user", issuer="idp", roles=("admin",))
@@ -78,8 +80,13 @@ def test_escalation_state_and_who_it_lets_decide() -> None:
     assert due["escalated"] is False
     assert due["roles"] == ["admin"]
     assert due["at"].endswith("UTC")
-    assert not views.visible(admin, approval, ())
+    assert not views.visible(admin, approval, ())  # not before its escalate_at
     assert "lack the role manager" in views.decision_block(approval, admin)
+    # Due and not yet marked by the gateway's sweep: the gateway lets admin decide, so the
+    # inbox shows it to admin already (as ListApprovals does).
+    approval.escalate_at.CopyFrom(timestamp_pb2.Timestamp(seconds=int(time.time()) - 1))
+    assert views.visible(admin, approval, ())
+    assert views.decision_block(approval, admin) == ""
     approval.escalated_at.CopyFrom(timestamp_pb2.Timestamp(seconds=int(NOW) + 5))
     assert views.escalation(approval)["escalated"] is True
     assert views.visible(admin, approval, ())
