@@ -2,7 +2,8 @@
 Redis and the example upstream.
 
 A stage-9 deny gives the use back (as budgets are given back); the execution phase sees a grant's
-use as `approval` with `grant: true`, so a deny about approvers is not lifted by a grant; a
+use as `approval` with `grant: true` (an approval: `grant: false`), so a deny about approvers is
+not lifted by a grant; a
 capability with an inline approver is never covered; MCP names the grant in `_meta`; Check fails
 as Invoke does when the grant store cannot answer; `approval.grant_exhausted` is emitted each time
 a use exhausts the grant; a tag grant covers a capability tagged later only where its constraint
@@ -16,10 +17,10 @@ from typing import Any
 import orjson
 import pytest
 
-from capgate.v1 import gateway_pb2, types_pb2
+from capgate.v1 import admin_pb2, gateway_pb2, types_pb2
 from gateway.errors import CapabilityError, Code
 from gateway.state.approvals.grants import GrantRecord, GrantStatus, RedisGrantStore
-from tests.gateway.harness import Env, terminal_events
+from tests.gateway.harness import Env, terminal_events, token
 from tests.grants.conftest import new_grant, outcome
 from tests.mcp.mcpkit import McpEnv, request, session_headers
 
@@ -74,6 +75,25 @@ async def test_an_execution_policy_tells_a_grant_from_an_approval(env: Env) -> N
     assert outcome(denied) == "POLICY_DENIED", denied
     assert denied.grant_id == grant.id
     assert (await now_of(env, grant)).uses == 0  # never reached the upstream: given back
+
+
+async def test_an_approval_binds_grant_false(env: Env) -> None:
+    asked = await env.invoke("pay.refund", {**REFUND, "order_id": "o-nogrant"})
+    assert outcome(asked) == "approval_required", asked
+    approval = asked.approval_required.approval
+    approval_id, digest = approval.id, approval.input_hash
+    fiona = token("bob", audience="capgate-admin", sub="fiona", roles=["finance", "approver"])
+    decided = await env.admin().DecideApproval(
+        admin_pb2.DecideApprovalRequest(
+            approval_id=approval_id, verdict=admin_pb2.VERDICT_APPROVE, input_hash=digest
+        ),
+        metadata=[("authorization", f"Bearer {fiona}")],
+    )
+    assert not decided.HasField("error"), decided.error
+    resumed = await env.resume(approval_id)
+    # The rule about grants let it through: the upstream ran it (and knows no such order).
+    assert outcome(resumed) == "EXECUTION_FAILED", resumed
+    assert resumed.failed.execution_state != types_pb2.EXECUTION_STATE_NOT_STARTED
 
 
 async def test_a_capability_with_an_inline_approver_is_never_covered(env: Env) -> None:
