@@ -8,10 +8,11 @@ pure-Python call overhead and counts every resumption of a coroutine as a call; 
 and take absolute µs from bench.micro and report.json's per-stage figures (unprofiled).
 
     python -m bench.profile [--seconds 10] [--concurrency 16] [--summary] [--bare]
-                            [--capability bench.limited]
+                            [--capability bench.limited] [--audit strict]
 
-`--bare` profiles the gateway's skeleton instead (`bench.rounds --bare`: one capability with
-nothing to govern, no audit sink, no tracing) into bench/out/profile_bare.txt.
+`--audit strict` runs the same gateway with `audit.strict: true` (`bench.rounds --feature
+audit_strict`). `--bare` profiles the gateway's skeleton instead (`bench.rounds --bare`: one
+capability with nothing to govern, no audit sink, no tracing) into bench/out/profile_bare.txt.
 
 The first table is the per-stage breakdown `make bench` prints: own time summed by code area
 (each pipeline stage module under gateway/pipeline/stages/, the gateway packages such as
@@ -130,7 +131,11 @@ def _table(stats: pstats.Stats, key: str, calls: int, limit: int) -> str:
 
 
 async def profile(
-    seconds: float, concurrency: int, bare: bool = False, capability: str = "bench.p3"
+    seconds: float,
+    concurrency: int,
+    bare: bool = False,
+    capability: str = "bench.p3",
+    audit: str = "best_effort",
 ) -> str:
     run_dir = Path(tempfile.mkdtemp(prefix="cgp-"))
     redis = RedisProcess(run_dir / "redis").start()
@@ -144,6 +149,7 @@ async def profile(
         redis_url=redis.url,
         secret=secret,
         hmac_key=fixtures.new_secret(),
+        audit=audit,
     )
     if bare:  # the gateway's skeleton (bench.rounds --bare): nothing to govern
         settings, capability = rounds.bare_config(settings), rounds.BARE_CAPABILITY
@@ -180,7 +186,8 @@ async def profile(
     stats = pstats.Stats(profiler, stream=io.StringIO())
     return "\n".join(
         [
-            f"{'the skeleton (--bare)' if bare else 'governed'} Invoke ({capability}), "
+            f"{'the skeleton (--bare)' if bare else 'governed'} Invoke ({capability}, "
+            f"audit {audit}), "
             f"{concurrency} in flight, {calls} calls in "
             f"{result['elapsed_s']} s under cProfile ({result['calls_per_s']} calls/s, "
             f"p50 {result['p50_ms']} ms); figures are per call",
@@ -211,10 +218,18 @@ def main() -> None:
     parser.add_argument(
         "--capability", default="bench.p3", help="the capability driven (e.g. bench.limited)"
     )
+    parser.add_argument(
+        "--audit",
+        default="best_effort",
+        choices=("best_effort", "strict"),
+        help="the audit mode (strict: the invocation waits for capability.started in Redis)",
+    )
     args = parser.parse_args()
     out = OUT_BARE if args.bare else OUT
     out.parent.mkdir(parents=True, exist_ok=True)
-    text = uvloop.run(profile(args.seconds, args.concurrency, args.bare, args.capability))
+    text = uvloop.run(
+        profile(args.seconds, args.concurrency, args.bare, args.capability, args.audit)
+    )
     out.write_text(text)
     print(text.split("\n\n== by own time ==")[0] if args.summary else text)
     print(f"wrote {out}")

@@ -50,6 +50,9 @@ FEATURES = {
     "describe": "describe",
     # A require-approval call a standing grant covers (ADR 0038): the grant is created first.
     "grant": fixtures.GRANTED,
+    # bench.p3 on a second gateway that differs from a only in `audit.strict: true` (the
+    # invocation waits for capability.started in Redis); its own processes' CPU per call.
+    "audit_strict": "audit_strict",
 }
 
 
@@ -223,14 +226,14 @@ def rounds(
         upstream = f"127.0.0.1:{up.ready['port']}"
         secret, hmac_key = fixtures.new_secret(), fixtures.new_secret()
 
-        def config(gw_dir: Path) -> dict[str, Any]:
+        def config(gw_dir: Path, audit: str = "best_effort") -> dict[str, Any]:
             return fixtures.gateway_config(
                 run_dir=gw_dir,  # each gateway's own unix socket
                 upstream=upstream,
                 redis_url=redis.url,
                 secret=secret,
                 hmac_key=hmac_key,
-                audit="best_effort",
+                audit=audit,
                 prometheus=None,
                 ports=(0, 0),
                 limits_redis_url=own.url if own is not None else None,
@@ -254,6 +257,11 @@ def rounds(
         pending_b = spawn("b", config, b_env) if b_env is not None else None
         pending_bare = (
             spawn("bare", lambda gw_dir: bare_config(config(gw_dir)), {}) if bare else None
+        )
+        pending_strict = (
+            spawn("strict", lambda gw_dir: config(gw_dir, "strict"), {})
+            if "audit_strict" in features
+            else None
         )
         px = procs.proxy(run_dir, upstream)
         started.append(px)
@@ -302,6 +310,22 @@ def rounds(
             )
         for feature in features:
             cap = FEATURES[feature]
+            if cap == "audit_strict":
+                assert pending_strict is not None
+                gw_strict = pending_strict.wait()
+                agents_strict = f"127.0.0.1:{gw_strict.ready['ports']['agents']}"
+                sides[feature] = (
+                    scenarios.invoke(agents_strict, "bench.p3", md),
+                    tuple(gw_strict.ready.get("pids", [gw_strict.popen.pid])),
+                    (
+                        agents_strict,
+                        "capgate.v1.CapabilityGateway.Invoke",
+                        GATEWAY_PROTO,
+                        inv_req,
+                        md,
+                    ),
+                )
+                continue
             if cap == "describe":
                 spec = scenarios.unary(
                     agents,
