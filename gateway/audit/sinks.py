@@ -114,6 +114,12 @@ class AuditUnavailable(Exception):
     """A strict write could not be recorded (its message names the sink or the cause)."""
 
 
+def _expire(done: asyncio.Future[None]) -> None:
+    """A strict write's wait ran out: its caller gets AuditUnavailable."""
+    if not done.done():
+        done.set_exception(AuditUnavailable("timeout"))
+
+
 class AuditLog:
     """Fan-out to sinks through one bounded buffer drained by a background task."""
 
@@ -165,7 +171,8 @@ class AuditLog:
         there is no sink at all (observers keep no record)."""
         if not self.sinks:
             raise AuditUnavailable("no audit sink")
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
         try:
             self._queue.put_nowait((event, done))
         except asyncio.QueueFull:
@@ -173,10 +180,14 @@ class AuditLog:
             raise AuditUnavailable("buffer full") from None
         self._ensure_started()
         self._now.set()
+        # The future itself is awaited, with a timer that fails it: not `wait_for(shield())`
+        # (two more futures and their callbacks per call). The drain skips a future that is
+        # done already: timed out, or cancelled with its caller.
+        timer = loop.call_later(self.strict_timeout_s, _expire, done)
         try:
-            await asyncio.wait_for(asyncio.shield(done), self.strict_timeout_s)
-        except TimeoutError:
-            raise AuditUnavailable("timeout") from None
+            await done
+        finally:
+            timer.cancel()
 
     async def _drain(self) -> None:
         queue = self._queue

@@ -84,6 +84,9 @@ class Call:
     input: Any = None
     input_hash: str = ""
     evaluation: Evaluation | None = None  # invocation phase (stage 7)
+    # (the input it read, its evaluation): the invocation phase as decided before the pre-hooks
+    # when no applicable policy can read what they add; stage 7 takes it for the same input.
+    early_evaluation: tuple[Any, Evaluation] | None = None
     execution_evaluation: Evaluation | None = None  # execution phase (stage 9)
     requirement: ApprovalRequirement | None = None
     approval: Any = None  # gateway.state.approvals.records.ApprovalRecord on Resume

@@ -93,6 +93,21 @@ def _conceal_first(call: Call, rt: Runtime) -> None:
             message=None if ev.failed else ev.message,
             reason="policy-error" if ev.failed else "denied",
         )
+    if _blind_to_hooks(call):
+        call.early_evaluation = (call.input, ev)
+
+
+def _blind_to_hooks(call: Call) -> bool:
+    """Whether the evaluation without `hooks` was the whole invocation phase: no applicable
+    policy reads `hooks` in a rule, and none has a `match.expr` (which may read them). Then
+    stage 7 takes it as its own for the same input, rather than evaluating every policy again
+    on an activation that differs only in what no policy reads."""
+    assert call.prepared is not None
+    prepared = call.prepared
+    applicable = call.snapshot.policies.applicable(
+        Phase.INVOCATION, prepared.policy_value, prepared.capability.policies
+    )
+    return not any(p.reads_hooks or p.match is not None for p in applicable)
 
 
 def _context(hook: BoundHook, answer: hook_pb2.PreInvokeResponse) -> dict[str, Any]:

@@ -27,8 +27,11 @@ __all__ = [
 def _evaluate(call: Call, rt: Runtime, view: View) -> Evaluation:
     """All policies of the view's phase, against the call's activation of it, with their
     latency and failures measured (metrics, span)."""
+    return _measured(evaluate(call, rt, view), view)
+
+
+def _measured(ev: Evaluation, view: View) -> Evaluation:
     phase = Phase.EXECUTION if view is View.EXECUTION else Phase.INVOCATION
-    ev = evaluate(call, rt, view)
     label = (phase.value,)
     metrics.policy_duration.observe(ev.duration_s, label)
     if ev.failed:
@@ -93,7 +96,12 @@ async def hide_before_validation(call: Call, rt: Runtime) -> None:
 async def evaluate_invocation_policies(call: Call, rt: Runtime) -> None:
     if not _applies(call, Phase.INVOCATION):
         return  # nothing applies: the decision is allow, exposure being the default gate (SI-1)
-    ev = _evaluate(call, rt, View.INVOCATION)
+    early = call.early_evaluation
+    if early is not None and early[0] is call.input:
+        # The pre-hooks' evaluation was the whole phase for this input (stages/hooks.py).
+        ev = _measured(early[1], View.INVOCATION)
+    else:
+        ev = _evaluate(call, rt, View.INVOCATION)
     call.evaluation = ev
     _enforce(call, rt, ev, allow_approval=True)
 
