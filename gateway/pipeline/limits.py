@@ -28,6 +28,10 @@ class CompiledLimit:
     key: Any  # a cel-expr-python program
     amount: Any | None  # budgets only
     ids: re.Pattern[str] | None
+    # The key read straight from the actor when it is one of its string fields (`actor.id`,
+    # `actor.attributes.tenant`, ...): the actor field's path, else None (CEL evaluates it).
+    key_path: tuple[str, ...] | None = None
+    amount_value: float | None = None  # a budget amount that is a plain number literal
 
     @property
     def name(self) -> str:
@@ -78,8 +82,30 @@ def compile_limits(
         if key_program is None or (spec.budget is not None and amount_program is None):
             continue
         ids = compile_globs(spec.capabilities) if spec.capabilities else None
-        out.append(CompiledLimit(spec, key_program, amount_program, ids))
+        amount = _literal(spec.budget.amount) if spec.budget is not None else None
+        out.append(
+            CompiledLimit(spec, key_program, amount_program, ids, _actor_path(spec.key), amount)
+        )
     return tuple(out), issues
+
+
+_ACTOR_FIELD = re.compile(r"actor\.(id|kind|issuer)|actor\.attributes\.([A-Za-z_][A-Za-z0-9_]*)")
+_NUMBER = re.compile(r"[0-9]+(\.[0-9]+)?")
+
+
+def _actor_path(key: str) -> tuple[str, ...] | None:
+    """The actor field a key expression only reads (a select chain CEL would evaluate to that
+    field's value), or None for any other expression."""
+    found = _ACTOR_FIELD.fullmatch(key.strip())
+    if found is None:
+        return None
+    return (found[1],) if found[1] else ("attributes", found[2])
+
+
+def _literal(amount: str) -> float | None:
+    """A budget amount that is a decimal literal (`1`, `2.5`): its value, as CEL gives it."""
+    text = amount.strip()
+    return float(text) if _NUMBER.fullmatch(text) else None
 
 
 def _expr(text: str, site: ExprSite, who: str) -> ExprSpec:

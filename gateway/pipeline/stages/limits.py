@@ -171,20 +171,41 @@ def _activation(call: Call, rt: Runtime) -> Any:
 
 
 def _charges(call: Call, rt: Runtime, limits: tuple[CompiledLimit, ...]) -> list[Charge]:
-    activation = _activation(call, rt)
     approved = frozenset(call.approval.reasons) if call.approval is not None else frozenset()
+    bound: list[Any] = []  # the activation, built (or found) on first need
+
+    def evaluate(program: Any) -> Any:
+        if not bound:
+            bound.append(_activation(call, rt))
+        return _eval(program, bound[0])
+
     out = []
     for limit in limits:
         spec = limit.spec
-        key = _key(limit, _eval(limit.key, activation))
+        value = _actor_field(call, limit.key_path)
+        key = _key(limit, value if value is not None else evaluate(limit.key))
         amount = 1.0
         forced = ""
         if spec.budget is not None:
-            amount = _amount(limit, _eval(limit.amount, activation))
+            literal = limit.amount_value
+            amount = literal if literal is not None else _amount(limit, evaluate(limit.amount))
             if spec.budget.on_exceed == "require-approval" and budget_reason(spec.name) in approved:
                 forced = call.approval.id
         out.append(Charge(spec, key, amount, forced))
     return out
+
+
+def _actor_field(call: Call, path: tuple[str, ...] | None) -> str | None:
+    """A key that only reads a string field of the actor, read without CEL (the value CEL
+    would give); None when CEL must evaluate it (another expression, a missing attribute, a
+    value that is not a string)."""
+    if path is None or call.actor is None:
+        return None
+    if path[0] != "attributes":
+        value = getattr(call.actor, path[0])
+    else:
+        value = call.actor.attributes.get(path[1])
+    return value if type(value) is str else None
 
 
 class _Error:

@@ -36,6 +36,7 @@ from gateway.state.limits.connection import LimitsRedis, open_limits_redis
 from gateway.state.limits.script import CHECK_AND_SPEND, GIVE_BACK, GIVE_BACK_RECEIPT, PEEK
 
 TAG = "{lim}"
+_HEADS = 1024  # key heads kept (`RedisLimiter._head`): far more than a config's limits
 log = logging.getLogger("capgate.limits")
 
 
@@ -83,6 +84,7 @@ class RedisLimiter:
         self._give_back = redis.register_script(GIVE_BACK)
         self._give_back_receipt = redis.register_script(GIVE_BACK_RECEIPT)
         self._peek = redis.register_script(PEEK)
+        self._heads: dict[int, tuple[LimitSpec, str]] = {}
 
     @classmethod
     def open(cls, settings: RedisSettings, shared: RedisClient) -> RedisLimiter:
@@ -97,7 +99,19 @@ class RedisLimiter:
 
     def key(self, spec: LimitSpec, value: str) -> str:
         digest = hashlib.sha256(value.encode()).hexdigest()[:32]
-        return f"{self._prefix}:{TAG}:{spec.name}:{shape(spec)}:{digest}"
+        return f"{self._head(spec)}:{digest}"
+
+    def _head(self, spec: LimitSpec) -> str:
+        """`<prefix>:{lim}:<limit>:<shape>` of `spec`, computed once per spec (a snapshot's
+        specs live as long as it; a reload's new ones replace them, at most `_HEADS` kept)."""
+        found = self._heads.get(id(spec))
+        if found is not None and found[0] is spec:
+            return found[1]
+        if len(self._heads) >= _HEADS:
+            self._heads.clear()
+        head = f"{self._prefix}:{TAG}:{spec.name}:{shape(spec)}"
+        self._heads[id(spec)] = (spec, head)
+        return head
 
     async def check(
         self,
