@@ -39,12 +39,13 @@ def test_approvals_list_in_every_output(
     served: Served, bob: list[str], pending: dict[str, str]
 ) -> None:
     table = served.capgate("approvals", "list", *bob)
-    assert table.stdout.split()[:6] == [
+    assert table.stdout.split()[:7] == [
         "ID",
         "CAPABILITY",
         "STATUS",
         "REQUESTER",
         "EXPIRES",
+        "APPROVALS",
         "HASH",
     ]
     assert pending["id"] in table.stdout

@@ -103,11 +103,13 @@ async def test_a_resumed_call_whose_approver_edited_it_shows_the_edit_and_its_pa
     pending = asked.approval
     assert (pending.edited, pending.patch, pending.original_input_hash) == (False, (), "")
 
-    # bob lowers the amount; input_hash stays the one he was shown.
+    # bob lowers the amount in the input as he was shown it (the reason is masked for him:
+    # he sends the mask back, and the requester's reason is kept); input_hash stays the one he
+    # was shown.
     decided = await bob.approve(
         pending.id,
         pending.input_hash,
-        edited_input={"order_id": ORDER, "amount": 700, "reason": "damaged"},
+        edited_input={"order_id": ORDER, "amount": 700, "reason": "****"},
     )
     change = ({"op": "replace", "path": "/amount", "value": 700},)
     assert decided.status is ApprovalStatus.APPROVED and decided.edited

@@ -82,9 +82,10 @@ func TestResumedEditedCallShowsEditedAndThePatch(t *testing.T) {
 	if a.Edited || a.Patch != nil || a.OriginalInputHash != "" {
 		t.Fatalf("a new approval is not edited: %+v", a)
 	}
-	// bob lowers the amount before approving; input_hash is still the one he was shown.
+	// bob lowers the amount in the input as he was shown it (the reason masked: sending the mask
+	// back keeps the requester's reason); input_hash is still the one he was shown.
 	decide(t, admin, &capgatev1.DecideApprovalRequest{ApprovalId: a.ID, Verdict: capgatev1.Verdict_VERDICT_APPROVE,
-		InputHash: a.InputHash, EditedInputJson: []byte(`{"order_id":"` + refundOrder + `","amount":700,"reason":"damaged"}`)})
+		InputHash: a.InputHash, EditedInputJson: []byte(`{"order_id":"` + refundOrder + `","amount":700,"reason":"****"}`)})
 
 	seen, err := c.GetApproval(timeout(t, 10*time.Second), a.ID)
 	if err != nil || !seen.Approved() || !seen.Edited || seen.OriginalInputHash != a.InputHash || seen.InputHash == a.InputHash {

@@ -80,7 +80,7 @@ describe("issue 28 approvals against the shared stack", () => {
 
     // bob lowers the amount; inputHash stays the one he was shown.
     const decided = await bob.approve(pending.id, pending.inputHash, {
-      editedInput: { order_id: ORDER, amount: 700, reason: "damaged" },
+      editedInput: { order_id: ORDER, amount: 700, reason: "****" }, // the reason as shown: masked
     });
     assert.equal(decided.status, "APPROVED");
     assert.equal(decided.editedBy?.id, "bob");

@@ -120,7 +120,7 @@ class ApprovalsStackTest {
     assertFalse(a.edited());
     assertEquals(List.of(), a.patch());
     // bob lowers the amount before approving; input_hash is still the one he was shown.
-    byte[] edited = Json.encode(Map.of("order_id", REFUND_ORDER, "amount", 700, "reason", "damaged"));
+    byte[] edited = Json.encode(Map.of("order_id", REFUND_ORDER, "amount", 700, "reason", "****")); // reason as shown: masked
     decide("bob", approve(a).setEditedInputJson(ByteString.copyFrom(edited)).build());
 
     Approval seen = alice().getApproval(a.id());
