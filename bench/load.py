@@ -180,11 +180,13 @@ async def approval_job(job: dict[str, Any]) -> dict[str, Any]:
 
 
 async def http_job(job: dict[str, Any]) -> dict[str, Any]:
-    """POST the same body on one keep-alive HTTP/1.1 connection per in-flight slot."""
+    """POST the same body (with the job's extra `headers`) on one keep-alive HTTP/1.1 connection
+    per in-flight slot."""
     host, port = job["host"], int(job["port"])
     body = job["body"].encode()
+    extra = "".join(f"{name}: {value}\r\n" for name, value in job.get("headers", {}).items())
     head = (
-        f"POST {job['path']} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        f"POST {job['path']} HTTP/1.1\r\nHost: {host}:{port}\r\n{extra}"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
     ).encode()
     request = head + body

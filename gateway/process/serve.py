@@ -28,7 +28,7 @@ from gateway.config.watch import ConfigWatcher
 from gateway.pipeline.call import Runtime
 from gateway.pipeline.runner import SETTLE_S
 from gateway.pipeline.snapshot import Snapshot, SnapshotError, SnapshotHolder, build_snapshot
-from gateway.process import workers
+from gateway.process import gcpolicy, workers
 from gateway.process.load import Loaded, load_everything, located
 from gateway.process.reach import redis_features, redis_unreached
 from gateway.process.tasks import cancel_all
@@ -84,6 +84,8 @@ class Gateway:
     watcher: ConfigWatcher | None = None
     telemetry: Telemetry | None = None
     mcp: list[Any] = field(default_factory=list)  # gateway.transport.mcp.server.McpListener
+    # `capgate serve` keeps start-up and each snapshot out of the cyclic GC (ADR 0041).
+    freeze_gc: bool = False
     _reload_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _generation: int = 0
     _stopped: bool = False
@@ -114,7 +116,23 @@ class Gateway:
                 self._refused(settings, exc, generation, attempt)
                 return
             self.holder.swap(snapshot)
+            if self.freeze_gc:
+                self._refreeze_later()
             log.info("reloaded: revision %s", snapshot.revision)
+
+    def _refreeze_later(self) -> None:
+        """The old snapshot back to the collector now; what lives is frozen again once the
+        calls in flight on the old snapshot have ended (ADR 0041)."""
+        gcpolicy.thaw()
+        for task in self.tasks:
+            if task.get_name() == "gc-refreeze":
+                task.cancel()  # a newer reload's wait replaces it
+
+        async def later() -> None:
+            await asyncio.sleep(gcpolicy.REFREEZE_AFTER_S)
+            gcpolicy.settle()
+
+        self.track(asyncio.create_task(later(), name="gc-refreeze"))
 
     def _refused(self, settings: Settings, exc: Exception, generation: int, attempt: int) -> None:
         """Log a refused reload with every problem at its file:line in the config the watcher
@@ -571,6 +589,8 @@ async def serve(args: argparse.Namespace) -> int:
     # The first snapshot is the holder's now: kept here, it would keep its upstream channels
     # open after a reload retired them, for as long as the process runs (ADR 0004 §11).
     del everything
+    gw.freeze_gc = True
+    gcpolicy.settle()
     loop = asyncio.get_running_loop()
     if args.watch:
 
