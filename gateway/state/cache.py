@@ -5,9 +5,10 @@ sealing key, so gateways with different keys never overwrite each other's entrie
 `<prefix>:{cache:<capability id>}:index` for the capability's index (a sorted set of its entry
 keys by expiry). The hash tag puts every key of one capability in one Cluster slot, so the
 store script and the purge script touch one slot. The sha256 is over what the entry answers
-for: the capability's digest, the snapshot revision, the scope and its key, the canonical
-hash of the validated input — a reload that changes the config or the policies changes the
-revision, so old entries are never read again (they expire by their TTL or are evicted).
+for: the capability's digest, the snapshot revision, the scope and its key, the hash of the
+validated input (JSON with sorted keys, ADR 0024's amendment) — a reload that changes the
+config or the policies changes the revision, so old entries are never read again (they expire
+by their TTL or are evicted).
 
 Values are the validated, unredacted output (stage 13 redacts per request on a hit). They are
 sealed with AES-256-GCM under the gateway's cache key, with the entry's Redis key as the
@@ -23,6 +24,7 @@ an error of the call.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import os
@@ -93,6 +95,11 @@ def _refused(what: str, capability_id: str, exc: Exception) -> None:
 def _discard(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()  # retrieved: a late failure is not logged as never retrieved
+
+
+def _wake(waiter: asyncio.Future[None], _: object) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def cache_key(secret: str) -> bytes:
@@ -190,12 +197,21 @@ class ResultCache:
         that churn would slow every Redis user of the process. It finishes in the background
         (bounded by the client's 2 s operation timeout) and its answer is discarded."""
         task = asyncio.ensure_future(command)
+        loop = task.get_loop()
+        # A waiter woken by the command or the timer: what `asyncio.wait` does, without its
+        # coroutine, sets and callback removal (two commands on every miss).
+        waiter: asyncio.Future[None] = loop.create_future()
+        wake = functools.partial(_wake, waiter)
+        task.add_done_callback(wake)
+        timer = loop.call_later(self._timeout_s, wake, None)
         try:
-            done, _ = await asyncio.wait((task,), timeout=self._timeout_s)
+            await waiter
         except asyncio.CancelledError:  # the call was cancelled: the command finishes alone
+            timer.cancel()
             task.add_done_callback(_discard)
             raise
-        if not done:
+        timer.cancel()
+        if not task.done():
             task.add_done_callback(_discard)
             raise TimeoutError
         with mapped_errors():
