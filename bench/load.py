@@ -48,6 +48,8 @@ def summarize(latencies_ms: list[float], elapsed_s: float, errors: int, bad: int
         "p50_ms": round(percentile(ordered, 0.50), 3),
         "p90_ms": round(percentile(ordered, 0.90), 3),
         "p99_ms": round(percentile(ordered, 0.99), 3),
+        "p999_ms": round(percentile(ordered, 0.999), 3),
+        "max_ms": round(ordered[-1], 3) if ordered else 0.0,
         "mean_ms": round(sum(ordered) / n, 3) if n else 0.0,
     }
 

@@ -42,6 +42,7 @@ from gateway.state.embedded import RedisProcess
 
 OUT = Path(__file__).parent / "out" / "tails.json"
 GCPROBE = Path(__file__).parent / "gcprobe"
+COLUMN_FIGURES = ("p50_ms", "p99_ms", "ratio", "p999_ms", "max_ms", "calls_per_s", "server_cpu_us")
 MCP_EXPECT = '"isError":false'
 
 
@@ -164,6 +165,7 @@ def measure(
                 cells.setdefault(name, []).append(result)
                 print(
                     f"block {block} {name:<7} p50 {result.get('p50_ms')} p99 {result.get('p99_ms')}"
+                    f" p99.9 {result.get('p999_ms')} max {result.get('max_ms')}"
                     f" ratio {result.get('ratio')} {result.get('calls_per_s')}/s"
                     f" cpu {result.get('server_cpu_us')} µs err {result.get('errors')}"
                     f" bad {result.get('bad')} {result.get('failed', '')}",
@@ -203,10 +205,7 @@ def summarize(
         if not good:
             columns[name] = {"failed": results[0].get("failed", "no calls")}
             continue
-        columns[name] = {
-            key: _spread([r[key] for r in good])
-            for key in ("p50_ms", "p99_ms", "ratio", "calls_per_s", "server_cpu_us")
-        }
+        columns[name] = {key: _spread([r[key] for r in good]) for key in COLUMN_FIGURES}
     return {
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "inflight": inflight,
