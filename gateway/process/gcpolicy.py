@@ -4,7 +4,7 @@ load leave behind is frozen out of the cyclic collector.
 A gateway process holds a large, long-lived heap built once (imported modules, the snapshot's
 compiled CEL programs, schemas and descriptors, gRPC and OpenTelemetry machinery) and then
 makes small short-lived objects per call. CPython's full (generation 2) collection walks every
-tracked object, so each one paused the event loop for the whole heap's walk (about 33 ms on
+tracked object, so each one paused the event loop for the whole heap's walk (30 to 40 ms on
 the development machine), and all calls in flight waited: the p99 at 16 in flight.
 `gc.freeze()` moves what exists into a permanent generation the collector skips; objects still
 die by reference count, and the young generations are collected as before.
