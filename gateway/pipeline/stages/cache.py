@@ -81,7 +81,7 @@ def _input_key(value: object) -> str | None:
     keys, as orjson writes it (ADR 0024, amended by issue 29): key order, whitespace, escapes
     and defaults do not matter; numbers count as the upstream receives them (1 and 1.0 are two
     entries). orjson in C, not the canonical JSON of approvals (`values/canonical.py`, pure
-    Python): it took about a tenth of a miss's profiled CPU. None: no such form."""
+    Python): it was a tenth of what a miss added under bench.profile. None: no such form."""
     try:
         return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()
     except TypeError:
