@@ -2,7 +2,10 @@
 (DESIGN §12).
 
 Refused: invalid UTF-8, invalid JSON, NaN/Infinity, duplicate object keys, integers outside the
-64-bit range, and anything beyond the limits (bytes, depth, list length, string length). The
+64-bit range, U+0000 (NUL) in a caller's string or key, and anything beyond the limits (bytes,
+depth, list length, string length). NUL is refused because the policy engine (cel-cpp through
+cel-expr-python) reads a string only up to its first NUL: `input.cmd == 'ls'` would hold for
+"ls\u0000; rm -rf /" while the upstream received all of it. The
 messages name the rule, never the offending value. Upstream JSON (the Procedure contract's
 `output_json`) meets the same rules through `parse_strict`; its limits are stage 12's.
 """
@@ -97,8 +100,26 @@ def _check_integer(text: str) -> int:
     return n
 
 
-def parse_json(raw: bytes, limits: Limits, *, what: str = "input") -> Any:
-    """Parse caller JSON under the limits; raises CapabilityError (INPUT_TOO_LARGE/INVALID)."""
+def has_nul(value: Any) -> bool:
+    """Whether any string or key in a JSON value contains U+0000."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if "\x00" in node:
+                return True
+        elif isinstance(node, dict):
+            stack.extend(node)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
+def parse_json(raw: bytes, limits: Limits, *, what: str = "input", allow_nul: bool = False) -> Any:
+    """Parse caller JSON under the limits; raises CapabilityError (INPUT_TOO_LARGE/INVALID).
+    `allow_nul`: U+0000 in strings is let through (upstream replies, which policies do not
+    judge); callers' JSON never."""
     if len(raw) > limits.max_bytes:
         raise _too_large(f"{what} larger than {limits.max_bytes} bytes")
     if not raw.strip():
@@ -119,6 +140,10 @@ def parse_json(raw: bytes, limits: Limits, *, what: str = "input") -> Any:
     if suspicious:
         # Rare path: orjson turned an integer beyond 64 bits into a float. Re-parse exactly.
         json.loads(raw, parse_int=_check_integer)
+    # JSON text holds NUL only as the escape \u0000 (a raw control character is not JSON): the
+    # walk runs only when that text appears.
+    if not allow_nul and b"\\u0000" in raw and has_nul(value):
+        raise _invalid("$", "a string or key contains U+0000 (NUL)")
     return value
 
 
@@ -128,7 +153,7 @@ def parse_strict(raw: bytes, *, what: str) -> Any:
     CapabilityError (INPUT_INVALID) naming the rule; the caller maps it to its own code."""
     if not raw.strip():
         raise _invalid("$", f"{what} is empty")
-    return parse_json(raw, _RULES_ONLY, what=what)
+    return parse_json(raw, _RULES_ONLY, what=what, allow_nul=True)
 
 
 def dumps(value: Any) -> bytes:

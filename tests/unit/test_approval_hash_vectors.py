@@ -36,7 +36,9 @@ def _generator() -> ModuleType:
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_vector(case: dict[str, Any]) -> None:
-    value = parse_json(case["input"].encode("utf-8"), LIMITS)
+    # The hash is defined for every JSON text; U+0000 is refused at the gateway's door only
+    # (callers' input: jsonvalue.py), so the vectors are read as the hash sees them.
+    value = parse_json(case["input"].encode("utf-8"), LIMITS, allow_nul=True)
     assert canonical_json(value) == case["canonical"].encode("utf-8")
     assert input_hash(value) == case["sha256"]
 

@@ -272,7 +272,9 @@ def _updated_output(call: Call, hook: BoundHook, text: str) -> Any:
     assert call.prepared is not None
     prepared = call.prepared
     try:
-        value = parse_json(text.encode(), prepared.capability.limits, what="output")
+        value = parse_json(
+            text.encode(), prepared.capability.limits, what="output", allow_nul=True
+        )  # outputs may hold U+0000, as upstream outputs (docs/upstreams.md)
         scan(value, prepared.capability.limits)
     except CapabilityError:
         fault_in(call, HookFault(hook.spec.name, "updated_output is not valid JSON"))

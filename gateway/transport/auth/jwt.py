@@ -33,6 +33,7 @@ from gateway.transport.auth.base import (
 )
 from gateway.transport.auth.lru import LruCache
 from gateway.values import jws
+from gateway.values.jsonvalue import has_nul as _has_nul
 
 MAX_TOKEN_CHARS: Final = 8192  # far above real tokens; bounds parsing work per call
 DEFAULT_CACHE_ENTRIES: Final = 10_000
@@ -145,6 +146,10 @@ class JwtAuthenticator:
         if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
             raise AuthenticationFailed("invalid roles claim")
         attributes = {name: claims[name] for name in s.attribute_claims if name in claims}
+        if _has_nul([actor_id, roles, attributes]):
+            # Policies would read these only up to the NUL (cel-expr-python): "admin\u0000x"
+            # would be `actor.id == "admin"` (docs/auth.md).
+            raise AuthenticationFailed("a claim contains U+0000 (NUL)")
         # The actor is shared by every cache hit: a read-only mapping keeps one call from
         # changing what the next one sees.
         return Actor(
@@ -163,7 +168,7 @@ MAX_ON_BEHALF_OF: Final = 256
 def on_behalf_of(claims: Mapping[str, Any], path: str) -> str:
     """The claim at the dotted `path` (e.g. `act.sub`), "" when absent or
     when `path` is empty; a value that is not a non-empty string of at most 256 characters
-    refuses the token."""
+    (without U+0000) refuses the token."""
     if not path:
         return ""
     value: Any = claims
@@ -171,7 +176,7 @@ def on_behalf_of(claims: Mapping[str, Any], path: str) -> str:
         if not isinstance(value, Mapping) or part not in value:
             return ""
         value = value[part]
-    if not isinstance(value, str) or not 0 < len(value) <= MAX_ON_BEHALF_OF:
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_ON_BEHALF_OF or "\x00" in value:
         raise AuthenticationFailed("invalid on_behalf_of claim")
     return value
 

@@ -68,6 +68,8 @@ class MtlsAuthenticator:
 
     def authenticate(self, metadata: Metadata, auth_context: AuthContext, peer: str) -> Actor:
         identity = self.identity(auth_context)
+        if "\x00" in identity:  # policies would read it only up to the NUL (jsonvalue.py)
+            raise AuthenticationFailed("certificate identity contains U+0000 (NUL)")
         return Actor(
             id=identity,
             kind=self._settings.kind,

@@ -383,7 +383,9 @@ class McpApp:
         if body is None:
             return _fail(413, "Payload Too Large.")
         try:
-            value = parse_json(body, self._limits, what="message")
+            # The envelope may carry U+0000 (a `_meta` value is refused naming its field); a
+            # tool's arguments meet the input rule, NUL refused, when the call parses them.
+            value = parse_json(body, self._limits, what="message", allow_nul=True)
         except CapabilityError:
             return _fail(400, "Parse error.", code=PARSE_ERROR)
         with_session = "mcp-session-id" in request.headers
