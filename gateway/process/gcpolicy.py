@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import gc
 
-# After a reload: past the settlement bound (pipeline.runner.SETTLE_S) and a retired channel's
-# grace (upstream.channels.RETIRED_GRACE_S), so an ordinary call on the old snapshot has ended.
-REFREEZE_AFTER_S = 15.0
+# After a reload: past the default call timeout (30 s, `defaults.timeout`), the settlement bound
+# (pipeline.runner.SETTLE_S, 10 s) and a retired channel's grace (upstream.channels
+# .RETIRED_GRACE_S), so an ordinary call on the old snapshot has ended (a review found 15 s
+# shorter than a call may run).
+REFREEZE_AFTER_S = 60.0
 
 
 def settle() -> None:
