@@ -52,7 +52,10 @@ async def test_an_escaped_backslash_before_u0000_is_plain_text(env: Env) -> None
     assert result.failed.code != types_pb2.ERROR_CODE_INPUT_INVALID  # "\\u0000" is six characters
 
 
-@pytest.mark.parametrize("claims", [{"sub": "alice\x00root"}, {"roles": ["agent", "admin\x00x"]}])
+@pytest.mark.parametrize(
+    "claims",
+    [{"sub": "alice\x00root"}, {"roles": ["agent", "admin\x00x"]}, {"sub": "alice\ud800"}],
+)
 async def test_a_token_with_a_nul_in_a_claim_is_unauthenticated(
     env: Env, claims: dict[str, object]
 ) -> None:

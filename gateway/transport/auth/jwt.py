@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+import orjson
+
 from gateway.config.jwtkeys import load_keys
 from gateway.config.settings import JwtAuth
 from gateway.model import Actor
@@ -148,8 +150,12 @@ class JwtAuthenticator:
         attributes = {name: claims[name] for name in s.attribute_claims if name in claims}
         if _has_nul([actor_id, roles, attributes]):
             # Policies would read these only up to the NUL (cel-expr-python): "admin\u0000x"
-            # would be `actor.id == "admin"` (docs/auth.md).
+            # would be `actor.id == "admin"` (docs/policies.md).
             raise AuthenticationFailed("a claim contains U+0000 (NUL)")
+        try:  # a lone surrogate ("\ud800" parses as JSON text) is not a string anyone can key
+            orjson.dumps([actor_id, roles, attributes])
+        except orjson.JSONEncodeError:
+            raise AuthenticationFailed("a claim is not valid Unicode") from None
         # The actor is shared by every cache hit: a read-only mapping keeps one call from
         # changing what the next one sees.
         return Actor(
