@@ -15,15 +15,11 @@ from __future__ import annotations
 
 from typing import Final
 
-_PRELUDE = """
-local key = KEYS[1]
-local now = tonumber(ARGV[1])
-local function reply(code, changed)
-  local out = {code, changed}
-  local h = redis.call('HGETALL', key)
-  for i = 1, #h do out[#out + 1] = h[i] end
-  return out
-end
+from gateway.state.approvals.scripts import RECORD_PRELUDE
+
+_PRELUDE = (
+    RECORD_PRELUDE
+    + """
 -- An active or exhausted grant past its expiry becomes expired (once): true when it did.
 local function expire_if_due()
   local f = redis.call('HMGET', key, 'status', 'expires_at')
@@ -34,6 +30,7 @@ local function expire_if_due()
   return false
 end
 """
+)
 
 # ARGV: now, ttl_ms, field, value, ... — HSETs a new grant unless the id exists.
 CREATE: Final = (

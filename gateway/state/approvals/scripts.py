@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Final
 
-# Shared helpers, prepended to each script.
-_PRELUDE = """
+# The record scripts' common start (the grant scripts' too, grantscripts.py): the record's key,
+# the caller's clock, and `reply(code, changed)` = {code, changed, field, value, ...}.
+RECORD_PRELUDE: Final = """
 local key = KEYS[1]
 local now = tonumber(ARGV[1])
 local function reply(code, changed)
@@ -23,10 +24,17 @@ local function reply(code, changed)
   for i = 1, #h do out[#out + 1] = h[i] end
   return out
 end
+"""
+
+# Shared helpers, prepended to each script.
+_PRELUDE = (
+    RECORD_PRELUDE
+    + """
 local function is_live(status)
   return status == 'pending' or status == 'approved'
 end
 """
+)
 
 # ARGV: now, ttl_ms, field, value, ...  — HSETs a new record unless the id exists.
 CREATE: Final = (
