@@ -72,3 +72,16 @@ async def test_a_token_with_a_nul_in_a_claim_is_unauthenticated(
         )
     assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
     assert await env.upstream_calls() == 0
+
+
+async def test_check_refuses_it_as_invoke_does(env: Env) -> None:
+    stub = gateway_pb2_grpc.CapabilityGatewayStub(env.channel("agents"))
+    answer = await stub.Check(
+        gateway_pb2.CheckRequest(
+            capability_id="orders.get", input_json=b'{"order_id": "o-1001\\u0000; drop"}'
+        ),
+        metadata=env.metadata("agents", "alice"),
+        timeout=10,
+    )
+    assert answer.error.code == types_pb2.ERROR_CODE_INPUT_INVALID
+    assert [i.message for i in answer.error.issues] == ["a string or key contains U+0000 (NUL)"]

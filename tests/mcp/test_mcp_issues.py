@@ -119,3 +119,14 @@ def test_every_path_segment_is_printable_bounded_and_unambiguous() -> None:
             assert cut == (len(part) > MAX_NAME_LENGTH)
             quoted = segment[1:-4] if cut else segment[1:-1]
             assert json.loads(quoted) == part[:MAX_NAME_LENGTH]
+
+
+async def test_a_nul_in_a_tool_argument_is_refused_like_on_grpc(mcp_env: McpEnv) -> None:
+    """The NUL rule (tests/gateway/test_nul_strings.py) holds for MCP tools/call too: the
+    official client's JSON carries U+0000 as the escape the gateway parses, and refuses it."""
+    value = {**REFUND, "order_id": "o-1001\x00; drop"}
+    expected = [("$", "a string or key contains U+0000 (NUL)")]
+    before = await mcp_env.upstream_calls("RefundOrder")
+    assert await _grpc_issues(mcp_env, value) == expected
+    assert await _mcp_issues(mcp_env, "orders_refund", value) == expected
+    assert await mcp_env.upstream_calls("RefundOrder") == before
