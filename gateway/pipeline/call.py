@@ -130,13 +130,14 @@ class Call:
     finishing: Any = None  # asyncio.Task[ExecutionResult] | None
     approval_released: bool = False  # this execution gave its approval back
     # Standing grants (gateway/pipeline/stages/grants.py, ADR 0038): the grant whose use this
-    # call took (every event, the envelope and the actor token name it), its creator, the grant
-    # whose take was sent (a failure gives its use back by receipt), and whether it was.
+    # call took (every event, the envelope and the actor token name it), the grant whose take
+    # was sent (a failure gives its use back by receipt), and whether it was.
     grant_id: str = ""
-    grant_approver: str = ""
     grant_taking: str = ""
     grant_released: bool = False
-    grant: Any = None  # its GrantSpec: the execution phase's `approval` (pipeline/bindings.py)
+    # The covering grant's GrantSpec: its creator is the token's `approver`, and it is the
+    # execution phase's `approval` (pipeline/bindings.py).
+    grant: Any = None
     # The result cache (gateway/pipeline/stages/cache.py): "hit" or "miss" once looked up, and the
     # entry's key a miss stores the output under after stage 12.
     cache: str = ""

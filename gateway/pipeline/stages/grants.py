@@ -138,7 +138,6 @@ async def cover(call: Call, rt: Runtime, need: GateRequirement) -> bool:
 
 def _covered(call: Call, rt: Runtime, grant: GrantSpec, taken: Taken) -> None:
     call.grant_id = grant.id
-    call.grant_approver = grant.creator_id
     call.grant = grant
     metrics.grants_uses.add(("taken",))
     now = rt.wall()

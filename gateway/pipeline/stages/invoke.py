@@ -55,7 +55,8 @@ def forwarded_metadata(call: Call, rt: Runtime) -> list[tuple[str, str]]:
         md.append(("x-capgate-approval-id", call.approval.id))
     if rt.signer is not None:
         decided_by = call.approval.decided_by if call.approval is not None else None
-        approver = decided_by.id if decided_by is not None else call.grant_approver or None
+        granted_by = call.grant.creator_id if call.grant is not None else None
+        approver = decided_by.id if decided_by is not None else granted_by
         token = rt.signer.sign(
             call.actor,
             upstream=cap.upstream,
