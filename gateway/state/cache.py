@@ -36,7 +36,13 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from redis.exceptions import RedisError
 
-from gateway.state.connections import RedisClient, RedisUnavailable, mapped_errors
+from gateway.state.connections import (
+    RedisClient,
+    RedisUnavailable,
+    hot_get,
+    hot_script,
+    mapped_errors,
+)
 from gateway.telemetry import metrics
 
 log = logging.getLogger("capgate.cache")
@@ -136,7 +142,8 @@ class ResultCache:
         self._max_entries = max_entries
         self._clock = clock
         self._random = random_bytes
-        self._store = redis.register_script(_STORE)
+        self._store = hot_script(redis, _STORE)
+        self._get = hot_get(redis)
         self._purge = redis.register_script(_PURGE)
 
     def _tag(self, capability_id: str) -> str:
@@ -149,7 +156,7 @@ class ResultCache:
 
     async def get(self, capability_id: str, key: str) -> Found:
         try:
-            sealed = await self._bounded(self._redis.get(key))
+            sealed = await self._bounded(self._get(key))
         except (RedisUnavailable, TimeoutError) as exc:
             log.debug("cache lookup of %s uncached: %s", capability_id, type(exc).__name__)
             return Found("unavailable")

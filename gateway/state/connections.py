@@ -21,7 +21,8 @@ instead, at most the operation timeout, so a burst of calls is slowed, not refus
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import functools
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
@@ -36,6 +37,20 @@ from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ExponentialBackoff
 
 from gateway.config.settings import RedisSettings
+from gateway.state.lane import Lane, ScriptCall
+
+
+class GatewayRedis(Redis):
+    """redis-py's client for a standalone Redis, with the lean lane the hot commands take
+    (gateway/state/lane.py, ADR 0042); closing the client closes its lane."""
+
+    lane: Lane | None = None
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        if self.lane is not None:
+            await self.lane.aclose()
+        await super().aclose(close_connection_pool)
+
 
 RedisClient: TypeAlias = Redis | RedisCluster
 RedisPipeline: TypeAlias = Pipeline | ClusterPipeline
@@ -193,14 +208,32 @@ def connect(settings: RedisSettings) -> RedisClient:
         pool = BlockingConnectionPool.from_url(
             url, max_connections=MAX_CONNECTIONS, timeout=OPERATION_TIMEOUT_S, **_common()
         )
-        client: Redis = Redis(connection_pool=pool)
+        client = GatewayRedis(connection_pool=pool)
         client.auto_close_connection_pool = True  # closing the client closes its pool
+        client.lane = Lane.for_pool(pool)
         return client
     if target.scheme in {"redis+sentinel", "rediss+sentinel"}:
         return _sentinel(target, tls=target.scheme.startswith("rediss"))
     if target.scheme in {"redis+cluster", "rediss+cluster"}:
         return _cluster(target, tls=target.scheme.startswith("rediss"))
     raise ValueError(f"redis URL: unsupported scheme {target.scheme!r}")
+
+
+def hot_script(client: RedisClient, source: str) -> ScriptCall:
+    """A script a call runs on its hot path: through the client's lane when it has one (a
+    standalone Redis reached by `connect()`), else redis-py's registered script."""
+    if isinstance(client, GatewayRedis) and client.lane is not None:
+        return client.lane.script(source)
+    script: ScriptCall = client.register_script(source)
+    return script
+
+
+def hot_get(client: RedisClient) -> Callable[[str], Awaitable[Any]]:
+    """`GET` for a call's hot path, through the client's lane when it has one."""
+    if isinstance(client, GatewayRedis) and client.lane is not None:
+        lane = client.lane
+        return functools.partial(lane.execute, b"GET")
+    return client.get
 
 
 def is_cluster(client: RedisClient) -> bool:

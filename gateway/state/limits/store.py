@@ -31,7 +31,7 @@ from redis.exceptions import RedisError
 
 from gateway.config.limitspec import LimitSpec
 from gateway.config.settings import RedisSettings
-from gateway.state.connections import RedisClient, RedisUnavailable, mapped_errors
+from gateway.state.connections import RedisClient, RedisUnavailable, hot_script, mapped_errors
 from gateway.state.limits.connection import LimitsRedis, open_limits_redis
 from gateway.state.limits.script import CHECK_AND_SPEND, GIVE_BACK, GIVE_BACK_RECEIPT, PEEK
 
@@ -80,10 +80,10 @@ class RedisLimiter:
             raise ValueError("redis key prefix must not contain braces")
         self._prefix = prefix
         self._connection = connection  # limits' own Redis (ADR 0037), closed with the limiter
-        self._script = redis.register_script(CHECK_AND_SPEND)
-        self._give_back = redis.register_script(GIVE_BACK)
-        self._give_back_receipt = redis.register_script(GIVE_BACK_RECEIPT)
-        self._peek = redis.register_script(PEEK)
+        self._script = hot_script(redis, CHECK_AND_SPEND)
+        self._give_back = hot_script(redis, GIVE_BACK)
+        self._give_back_receipt = hot_script(redis, GIVE_BACK_RECEIPT)
+        self._peek = hot_script(redis, PEEK)
         self._heads: dict[int, tuple[LimitSpec, str]] = {}
 
     @classmethod
