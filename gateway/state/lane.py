@@ -76,19 +76,29 @@ def encode(args: Sequence[Any]) -> bytes:
     """One command in RESP: bytes as they are, str as UTF-8, int and float as redis-py writes
     them (`repr`); anything else (bool, None, ...) is refused, as redis-py refuses it."""
     out = [b"*%d\r\n" % len(args)]
+    append = out.append
     for arg in args:
-        if isinstance(arg, bytes):
-            data = arg
-        elif isinstance(arg, str):
+        kind = type(arg)
+        if kind is str:
             data = arg.encode()
-        elif isinstance(arg, int | float) and not isinstance(arg, bool):
+        elif kind is bytes:
+            data = arg
+        elif kind is int or kind is float:
             data = repr(arg).encode()
-        elif isinstance(arg, bytearray | memoryview):
-            data = bytes(arg)
         else:
-            raise rexc.DataError(f"invalid input of type {type(arg).__name__!r}")
-        out.append(b"$%d\r\n%b\r\n" % (len(data), data))
+            data = _other(arg)
+        append(b"$%d\r\n%b\r\n" % (len(data), data))
     return b"".join(out)
+
+
+def _other(arg: Any) -> bytes:
+    if isinstance(arg, bytes | bytearray | memoryview):
+        return bytes(arg)
+    if isinstance(arg, str):
+        return arg.encode()
+    if isinstance(arg, int | float) and not isinstance(arg, bool):
+        return repr(arg).encode()
+    raise rexc.DataError(f"invalid input of type {type(arg).__name__!r}")
 
 
 class _Slot:
@@ -96,9 +106,11 @@ class _Slot:
 
     __slots__ = ("fallback", "future", "sent")
 
-    def __init__(self, future: asyncio.Future[Any], fallback: bytes | None, sent: float) -> None:
+    def __init__(
+        self, future: asyncio.Future[Any], fallback: tuple[Any, ...] | None, sent: float
+    ) -> None:
         self.future = future
-        self.fallback = fallback  # an EVALSHA's EVAL, sent on NOSCRIPT
+        self.fallback = fallback  # an EVALSHA's EVAL (its arguments), sent on NOSCRIPT
         self.sent = sent
 
 
@@ -117,13 +129,13 @@ class _Connection(asyncio.Protocol):
         # uvloop's transports are not asyncio.Transport subclasses; both write and abort
         self.transport = cast(asyncio.Transport, transport)
 
-    def send(self, payload: bytes, fallback: bytes | None = None) -> asyncio.Future[Any]:
+    def send(self, payload: bytes, fallback: tuple[Any, ...] | None = None) -> asyncio.Future[Any]:
         future = self.loop.create_future()
         self.send_into(future, payload, fallback)
         return future
 
     def send_into(
-        self, future: asyncio.Future[Any], payload: bytes, fallback: bytes | None
+        self, future: asyncio.Future[Any], payload: bytes, fallback: tuple[Any, ...] | None
     ) -> None:
         if self.lost or self.transport is None:
             future.set_exception(rexc.ConnectionError("connection to Redis lost"))
@@ -157,7 +169,7 @@ class _Connection(asyncio.Protocol):
                 error = _error(reply)
                 if slot.fallback is not None and isinstance(error, rexc.NoScriptError):
                     if not future.done():
-                        self.send_into(future, slot.fallback, None)
+                        self.send_into(future, encode(slot.fallback), None)
                     continue
                 if not future.done():
                     future.set_exception(error)
@@ -208,7 +220,7 @@ class Script:
 
     def __call__(self, keys: Sequence[Any] = (), args: Sequence[Any] = ()) -> Awaitable[Any]:
         tail = (len(keys), *keys, *args)
-        return self._lane.send(encode((*self._sha_head, *tail)), encode((*self._eval_head, *tail)))
+        return self._lane.send(encode((*self._sha_head, *tail)), (*self._eval_head, *tail))
 
 
 class Lane:
@@ -260,13 +272,13 @@ class Lane:
         """One command's reply (bytes, int, None, lists of them), or redis-py's exception."""
         return self.send(encode(args))
 
-    def send(self, payload: bytes, fallback: bytes | None = None) -> Awaitable[Any]:
+    def send(self, payload: bytes, fallback: tuple[Any, ...] | None = None) -> Awaitable[Any]:
         conn = self._conn
         if conn is not None and not conn.lost and conn.loop is asyncio.get_running_loop():
             return conn.send(payload, fallback)
         return self._send_opening(payload, fallback)
 
-    async def _send_opening(self, payload: bytes, fallback: bytes | None) -> Any:
+    async def _send_opening(self, payload: bytes, fallback: tuple[Any, ...] | None) -> Any:
         conn = await self._connection()
         return await conn.send(payload, fallback)
 
