@@ -36,7 +36,7 @@ import orjson
 
 from gateway.errors import CapabilityError, Code
 from gateway.model import Actor
-from gateway.state.connections import RedisClient, RedisUnavailable, mapped_errors
+from gateway.state.connections import RedisClient, RedisUnavailable, hot_script, mapped_errors
 
 # ARGV: now (wall seconds), input hash, execution id, TTL in ms, lease end (wall seconds; ''
 # for no lease), the request hash (the validated input before pre-hooks, what a repeat's early
@@ -192,10 +192,10 @@ class RedisIdempotencyStore:
         self._prefix = prefix
         self._ttl_ms = max(1, math.ceil(ttl_s * 1000))
         self._clock = clock
-        self._claim = redis.register_script(_CLAIM)
-        self._complete = redis.register_script(_COMPLETE)
-        self._release = redis.register_script(_RELEASE)
-        self._peek = redis.register_script(_PEEK)
+        self._claim = hot_script(redis, _CLAIM)
+        self._complete = hot_script(redis, _COMPLETE)
+        self._release = hot_script(redis, _RELEASE)
+        self._peek = hot_script(redis, _PEEK)
 
     def key(self, scope: ScopeLike) -> str:
         return f"{self._prefix}:{{idem:{_scope(scope).digest()}}}"

@@ -48,7 +48,7 @@ from gateway.model import Actor
 from gateway.state.approvals.failures import available
 from gateway.state.approvals.grantscripts import ALL as SCRIPTS
 from gateway.state.approvals.records import actor_from, actor_json
-from gateway.state.connections import RedisClient
+from gateway.state.connections import RedisClient, hot_script
 
 __all__ = ["GrantRecord", "GrantSpec", "GrantStatus", "RedisGrantStore", "Taken"]
 
@@ -364,7 +364,7 @@ class RedisGrantStore:
         self._clock = clock
         # Called once per expiry this process made (the `approval.grant_expired` event).
         self._on_expired = on_expired
-        self._scripts = {name: redis.register_script(src) for name, src in SCRIPTS.items()}
+        self._scripts = {name: hot_script(redis, src) for name, src in SCRIPTS.items()}
 
     @property
     def keys(self) -> GrantKeys:
