@@ -462,16 +462,18 @@ def _attach_stores(
                     clock=lambda: runtime.wall(),  # noqa: PLW0108
                 ),
             )
+    # Limit state and cache entries live in the Redis no write of theirs waits an fsync for:
+    # limits' own when they have one (ADR 0037, ADR 0043), else redis.url's.
+    runtime.limiter = RedisLimiter.open(settings.redis, redis)
     cache = settings.cache
     runtime.cache = ResultCache(
-        redis,
+        runtime.limiter.redis,
         prefix=prefix,
         key=cache_key(cache.key) if cache.key else os.urandom(32),
         timeout_s=cache.timeout_s,
         max_entries=cache.max_entries,
         clock=lambda: runtime.wall(),  # noqa: PLW0108 - tests swap runtime.wall
     )
-    runtime.limiter = RedisLimiter.open(settings.redis, redis)  # its own Redis: ADR 0037
     if settings.idempotency.enabled:
         runtime.idempotency = RedisIdempotencyStore(
             redis, prefix=prefix, ttl_s=settings.idempotency.ttl_s, clock=runtime.wall

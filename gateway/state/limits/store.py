@@ -79,6 +79,7 @@ class RedisLimiter:
         if "{" in prefix or "}" in prefix:
             raise ValueError("redis key prefix must not contain braces")
         self._prefix = prefix
+        self.redis = redis  # the cache keeps its entries here too (ADR 0043)
         self._connection = connection  # limits' own Redis (ADR 0037), closed with the limiter
         self._script = hot_script(redis, CHECK_AND_SPEND)
         self._give_back = hot_script(redis, GIVE_BACK)
