@@ -28,8 +28,12 @@ PREFIX = "capgate-grants-test"
 
 
 def admin_md(sub: str, *roles: str, **claims: Any) -> list[tuple[str, str]]:
-    """An admin listener credential for `sub` holding `roles`."""
-    bearer = token("bob", audience="capgate-admin", sub=sub, roles=list(roles), **claims)
+    """An admin listener credential for `sub` holding `roles`. Valid for the listener's longest
+    lifetime (1 h): test modules mint these at import, and a whole run on a slow machine takes
+    longer than the harness's default 10 minutes."""
+    bearer = token(
+        "bob", audience="capgate-admin", lifetime=3600, sub=sub, roles=list(roles), **claims
+    )
     return [("authorization", f"Bearer {bearer}")]
 
 

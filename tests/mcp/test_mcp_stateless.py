@@ -37,7 +37,9 @@ def _headers(
     method: str, actor: str = "alice", name: str | None = None, **extra: str
 ) -> dict[str, str]:
     headers = {
-        "authorization": bearer(actor),
+        # Minted at collection for the parametrized cases: valid for the listener's longest
+        # lifetime (1 h), not the harness's default 10 minutes a slow full run outlasts.
+        "authorization": bearer(actor, lifetime=3600),
         "accept": ACCEPT,
         "mcp-protocol-version": VERSION,
         "mcp-method": method,
