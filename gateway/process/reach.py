@@ -60,7 +60,8 @@ def redis_features(settings: Settings) -> list[str]:
         features.append("idempotency keys")
     if settings.limits and settings.redis.limits_url is None:
         features.append("limits (each limit's on_redis_down)")
-    if any(c.cache is not None for c in settings.capabilities):
+    cached = any(c.cache is not None for c in settings.capabilities)
+    if cached and settings.redis.limits_url is None:
         features.append("the result cache (calls go uncached)")
     if any(x.protocol == "mcp" for x in settings.listeners):
         features.append("MCP sessions")

@@ -15,7 +15,10 @@ that decides which redis-py exceptions mean "Redis is unavailable".
 Connections: a process opens at most `MAX_CONNECTIONS` to one Redis (per node for Cluster).
 redis-py's pool refuses a command outright when all of its 100 are busy; on a standalone Redis
 (the common shape, and the embedded one) the gateway's pool makes it wait for a free connection
-instead, at most the operation timeout, so a burst of calls is slowed, not refused.
+instead, at most the operation timeout, so a burst of calls is slowed, not refused. The
+commands every call makes (`hot_script`, `hot_get`) take the client's lane instead on a
+standalone Redis (gateway/state/lane.py, ADR 0042): one pipelined connection, on which at most
+`lane.MAX_PENDING` commands wait; one more fails at once as the store being unavailable.
 """
 
 from __future__ import annotations

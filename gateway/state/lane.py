@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import time
 from collections import deque
@@ -47,6 +48,10 @@ OPERATION_TIMEOUT_S: Final = 2.0
 MAX_PENDING: Final = 8192  # commands waiting for a reply on one connection
 _WATCH_S: Final = 0.25  # how often a connection with commands waiting checks the oldest
 _RETRY_DELAY_S: Final = 0.05
+# A connection unused this long is asked a PING alone before the next command goes on it, as
+# redis-py's health check does: Redis (`timeout`), a proxy or a restart may have closed it
+# while it was idle, and a command written on a closed connection fails though it never ran.
+IDLE_CHECK_S: Final = 15.0
 
 # Error replies by their first word, as redis-py maps them (a reply's text is never logged).
 _ERRORS: Final[dict[str, type[rexc.RedisError]]] = {
@@ -64,11 +69,23 @@ _ERRORS: Final[dict[str, type[rexc.RedisError]]] = {
 }
 
 
+# `ERR` replies redis-py maps to a class of their own by their text: the connection cannot be
+# used (too many clients, a password Redis does not expect or refuses).
+_ERR_TEXTS: Final[tuple[tuple[str, type[rexc.RedisError]], ...]] = (
+    ("max number of clients reached", rexc.ConnectionError),
+    ("invalid password", rexc.AuthenticationError),
+    ("AUTH <password> called without any password configured", rexc.AuthenticationError),
+    ("Client sent AUTH, but no password is set", rexc.AuthenticationError),
+)
+
+
 def _error(reply: hiredis.ReplyError) -> rexc.RedisError:
     text = str(reply)
-    head = text.split(" ", 1)[0]
-    if head == "ERR" and text.startswith("ERR max number of clients"):
-        return rexc.ConnectionError(text)
+    head, _, rest = text.partition(" ")
+    if head == "ERR":
+        for start, kind in _ERR_TEXTS:
+            if rest.startswith(start):
+                return kind(text)
     return _ERRORS.get(head, rexc.ResponseError)(text)
 
 
@@ -123,7 +140,18 @@ class _Connection(asyncio.Protocol):
         self.reader = hiredis.Reader()
         self.pending: deque[_Slot] = deque()
         self.lost = False
+        self.used = loop.time()  # when a command last went out on it
         self._watch: asyncio.TimerHandle | None = None
+
+    def usable(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Open, of this loop, and not closing (Redis may have closed it a moment ago)."""
+        transport = self.transport
+        return (
+            not self.lost
+            and self.loop is loop
+            and transport is not None
+            and not transport.is_closing()
+        )
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses; both write and abort
@@ -144,6 +172,7 @@ class _Connection(asyncio.Protocol):
             future.set_exception(rexc.ConnectionError("too many Redis commands waiting"))
             return
         self.pending.append(_Slot(future, fallback, time.monotonic()))
+        self.used = self.loop.time()
         self.transport.write(payload)
         if self._watch is None:
             self._watch = self.loop.call_later(_WATCH_S, self._check)
@@ -186,6 +215,11 @@ class _Connection(asyncio.Protocol):
             self._fail(rexc.TimeoutError("Timeout reading from Redis"))
             return
         self._watch = self.loop.call_later(_WATCH_S, self._check)
+
+    def eof_received(self) -> bool:
+        """Redis closed its side: nothing more will be answered here."""
+        self._fail(rexc.ConnectionError("connection to Redis closed by the server"))
+        return False
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._fail(rexc.ConnectionError("connection to Redis lost"))
@@ -247,6 +281,7 @@ class Lane:
             self._handshake.append(encode(("SELECT", db)))
         self._conn: _Connection | None = None
         self._opening: asyncio.Future[_Connection] | None = None
+        self._generation = 0  # bumped by aclose: a connection opened before it is closed
 
     @classmethod
     def for_pool(cls, pool: ConnectionPool) -> Lane | None:
@@ -274,7 +309,8 @@ class Lane:
 
     def send(self, payload: bytes, fallback: tuple[Any, ...] | None = None) -> Awaitable[Any]:
         conn = self._conn
-        if conn is not None and not conn.lost and conn.loop is asyncio.get_running_loop():
+        loop = asyncio.get_running_loop()
+        if conn is not None and conn.usable(loop) and loop.time() - conn.used < IDLE_CHECK_S:
             return conn.send(payload, fallback)
         return self._send_opening(payload, fallback)
 
@@ -285,20 +321,34 @@ class Lane:
     async def _connection(self) -> _Connection:
         loop = asyncio.get_running_loop()
         conn = self._conn
-        if conn is not None and not conn.lost and conn.loop is loop:
-            return conn
+        if conn is not None and conn.usable(loop):
+            if loop.time() - conn.used < IDLE_CHECK_S:
+                return conn
+            try:  # idle for a while: a PING alone tells whether it still answers
+                await conn.send(b"*1\r\n$4\r\nPING\r\n")
+            except rexc.RedisError:
+                conn.close()
+            else:
+                return conn
         opening = self._opening
         if opening is None or opening.get_loop() is not loop:
             opening = self._opening = asyncio.ensure_future(self._open(loop))
-            opening.add_done_callback(self._opened)
+            opening.add_done_callback(functools.partial(self._opened, self._generation))
         return await asyncio.shield(opening)
 
-    def _opened(self, opening: asyncio.Future[_Connection]) -> None:
+    def _opened(self, generation: int, opening: asyncio.Future[_Connection]) -> None:
         if self._opening is opening:
             self._opening = None
         if opening.cancelled() or opening.exception() is not None:
             return
-        self._conn = opening.result()
+        conn = opening.result()
+        if generation != self._generation:  # closed while it was opening
+            conn.close()
+            return
+        old, self._conn = self._conn, conn
+        if old is not None and old is not conn:  # another event loop's, or a lost one
+            with contextlib.suppress(RuntimeError):  # its loop is gone: so is its socket
+                old.close()
 
     async def _open(self, loop: asyncio.AbstractEventLoop) -> _Connection:
         try:
@@ -331,6 +381,7 @@ class Lane:
     async def aclose(self) -> None:
         """Close the connection; commands waiting on it fail with `ConnectionError`. A later
         command opens a new one."""
+        self._generation += 1
         conn, self._conn = self._conn, None
         if conn is not None:
             with contextlib.suppress(RuntimeError):  # its loop is gone: so is its socket

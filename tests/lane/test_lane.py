@@ -312,3 +312,61 @@ def test_one_lane_serves_one_event_loop_after_another(redis_server: RedisProcess
     assert asyncio.run(call("a")) == [b"a", b"1"]
     assert asyncio.run(call("b")) == [b"b", b"1"]
     asyncio.run(redis.aclose())
+
+
+async def _kill_normal_clients(url: str) -> None:
+    killer = aioredis.Redis.from_url(url)
+    try:
+        assert await killer.client_kill_filter(_type="normal", skipme=True) >= 1
+    finally:
+        await killer.aclose()
+
+
+async def test_a_connection_redis_closed_is_not_written_to(
+    client: GatewayRedis, redis_server: RedisProcess
+) -> None:
+    """Redis closes an idle connection (a kill, its `timeout`, a restart): the next command goes
+    on a new connection instead of failing on the closed one, every time."""
+    lane = lane_of(client)
+    for _ in range(5):
+        assert await lane.execute("PING") == b"PONG"
+        await _kill_normal_clients(redis_server.url)
+        assert await lane.execute("PING") == b"PONG"
+
+
+async def test_an_idle_connection_is_checked_before_a_command_goes_on_it(
+    client: GatewayRedis, redis_server: RedisProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lane = lane_of(client)
+    assert await lane.execute("CLIENT", "SETNAME", "before-idle") == b"OK"
+    monkeypatch.setattr(lane_module, "IDLE_CHECK_S", 0.0)  # every connection counts as idle
+    assert await lane.execute("CLIENT", "GETNAME") == b"before-idle"  # checked, kept
+    await _kill_normal_clients(redis_server.url)
+    assert await lane.execute("CLIENT", "GETNAME") is None  # checked, found closed, replaced
+
+
+async def test_a_lane_closed_while_connecting_keeps_no_connection(
+    redis_server: RedisProcess,
+) -> None:
+    redis = connect(RedisSettings(url=redis_server.url))
+    assert isinstance(redis, GatewayRedis)
+    lane = lane_of(redis)
+    first = asyncio.ensure_future(lane.execute("PING"))
+    await asyncio.sleep(0)  # the connection is being opened
+    await redis.aclose()
+    await asyncio.gather(first, return_exceptions=True)
+    assert lane._conn is None  # the connection that finished opening was closed, not kept
+
+
+async def test_a_password_redis_does_not_expect_is_an_authentication_error(
+    redis_server: RedisProcess,
+) -> None:
+    redis = connect(RedisSettings(url=f"redis://:not-set@127.0.0.1:{redis_server.port}/0"))
+    assert isinstance(redis, GatewayRedis)
+    try:
+        with pytest.raises(rexc.AuthenticationError):
+            await lane_of(redis).execute("PING")
+        with pytest.raises(RedisUnavailable), mapped_errors():
+            await lane_of(redis).execute("PING")
+    finally:
+        await redis.aclose()
