@@ -33,7 +33,6 @@ import asyncio
 import contextlib
 import functools
 import hashlib
-import time
 from collections import deque
 from collections.abc import Awaitable, Sequence
 from typing import Any, Final, Protocol, cast
@@ -171,8 +170,8 @@ class _Connection(asyncio.Protocol):
         if len(self.pending) >= MAX_PENDING:
             future.set_exception(rexc.ConnectionError("too many Redis commands waiting"))
             return
-        self.pending.append(_Slot(future, fallback, time.monotonic()))
-        self.used = self.loop.time()
+        now = self.used = self.loop.time()  # one clock: the watchdog's and the idle check's
+        self.pending.append(_Slot(future, fallback, now))
         self.transport.write(payload)
         if self._watch is None:
             self._watch = self.loop.call_later(_WATCH_S, self._check)
@@ -211,7 +210,7 @@ class _Connection(asyncio.Protocol):
         self._watch = None
         if not self.pending or self.lost:
             return
-        if time.monotonic() - self.pending[0].sent > OPERATION_TIMEOUT_S:
+        if self.loop.time() - self.pending[0].sent > OPERATION_TIMEOUT_S:
             self._fail(rexc.TimeoutError("Timeout reading from Redis"))
             return
         self._watch = self.loop.call_later(_WATCH_S, self._check)
